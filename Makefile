@@ -1,0 +1,41 @@
+# Two commands on a fresh machine:  make train   (trains the default model)   make test   (the whole suite)
+# Each installs what it needs into .venv first. torch is pinned to the CPU wheel this project's machines
+# carry; elsewhere set TORCH_VERSION= (empty) or TORCH_SPEC="torch" to let pip choose your build.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+TORCH_VERSION ?= 2.13.0
+TORCH_SPEC ?= $(if $(TORCH_VERSION),torch==$(TORCH_VERSION),torch)
+ARGS ?=
+PYTEST_ARGS ?=
+
+# The data root: TINYGPT_DATA if set, else ../shared/data when it exists (this project's checkouts),
+# else tinygpt's per-user cache (named corpora are downloaded there).
+ifneq ($(wildcard ../shared/data),)
+export TINYGPT_DATA ?= $(abspath ../shared/data)
+endif
+
+.PHONY: install train test lint tensorboard clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check "$(TORCH_SPEC)"
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e ".[dev]"
+	touch $@
+
+install: $(VENV)/.installed
+
+train: install
+	$(PY) scripts/train.py $(ARGS)
+
+test: install
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: install
+	$(VENV)/bin/ruff check .
+
+tensorboard: install
+	$(VENV)/bin/tensorboard --logdir outputs
+
+clean:
+	rm -rf $(VENV)

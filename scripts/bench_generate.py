@@ -1,0 +1,112 @@
+"""Generation speed with and without the KV cache (000, "Not recomputing the past"), on the CPU.
+
+    python scripts/bench_generate.py                       # 100, 500, 994 new tokens; writes the table
+    python scripts/bench_generate.py --new-tokens 50 --no-write
+
+The model is 000's "all four changes, no biases" variant of its ablation base (model=since_gpt2 with RoPE,
+RMSNorm, SwiGLU, 2 KV heads, no biases), with random weights and a 1,024-token context as in the spec's
+run; greedy decoding from a 6-token prompt. The uncached run is the chapter-4 loop: every step reruns the
+model over the whole text so far. Results go to docs/benchmarks/generate.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+from pathlib import Path
+
+import torch
+from hydra import compose, initialize_config_dir
+
+from tinygpt.model import GPT, GPTConfig, generate
+
+ROOT = Path(__file__).resolve().parents[1]
+MODERN_SINCE_GPT2 = ["model=since_gpt2", "model/position=rope", "model/norm=rmsnorm", "model.mlp=swiglu",
+                     "model.n_kv_heads=2", "model.bias=false", "model.context_length=1024"]
+
+
+def benchmark_config() -> GPTConfig:
+    """Composed from the real presets, so the benchmark measures exactly what a config run would build."""
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        cfg = compose(config_name="params", overrides=MODERN_SINCE_GPT2)
+    return GPTConfig.from_omegaconf(cfg.model)
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def timed_generate(model: GPT, prompt: torch.Tensor, n: int, use_cache: bool) -> tuple[torch.Tensor, float]:
+    start = time.perf_counter()
+    tokens = generate(model, prompt, n, greedy=True, use_cache=use_cache)
+    return tokens, time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--new-tokens", type=int, nargs="+", default=[100, 500, 994])
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks" / "generate.md")
+    parser.add_argument("--no-write", action="store_true", help="print the table only")
+    args = parser.parse_args()
+
+    config = benchmark_config()
+    torch.manual_seed(0)
+    model = GPT(config).eval()
+    prompt = torch.randint(0, config.vocab_size, (1, 6), generator=torch.Generator().manual_seed(0))
+    timed_generate(model, prompt, 20, use_cache=True)  # warm-up: first calls pay for allocation and dispatch
+    timed_generate(model, prompt, 20, use_cache=False)
+
+    rows, speeds = [], {}
+    for n in args.new_tokens:
+        cached, t_cached = timed_generate(model, prompt, n, use_cache=True)
+        uncached, t_uncached = timed_generate(model, prompt, n, use_cache=False)
+        speeds[n] = (n / t_uncached, n / t_cached)
+        same = "yes" if torch.equal(cached, uncached) else "NO"
+        rows.append(f"| {n} | {n / t_uncached:.1f} | {n / t_cached:.1f} | {t_uncached / t_cached:.1f}× | "
+                    f"{t_uncached:.1f} s | {t_cached:.2f} s | {same} |")
+        print(rows[-1], flush=True)
+
+    table = "\n".join([
+        "| new tokens | no cache (tokens/s) | cache (tokens/s) | speed-up | no cache, total | cache, total "
+        "| same tokens |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | :---: |",
+        *rows,
+    ])
+    first, last = min(speeds), max(speeds)
+    checks = [f"- cached / uncached at {last}: {speeds[last][1] / speeds[last][0]:.1f}× (target ≥ 20×)",
+              f"- cached speed at {last} / cached speed at {first}: {speeds[last][1] / speeds[first][1]:.2f} "
+              "(target ≥ 0.8)"]
+    doc = "\n".join([
+        "# Generation speed with and without the KV cache",
+        "",
+        "Produced by `python scripts/bench_generate.py`. Greedy decoding from a 6-token prompt, batch 1, "
+        f"fp32 on the CPU. Model: 000's \"all four, no biases\" variant of `since_gpt2` "
+        f"({model.num_parameters():,} parameters, random weights) with `context_length=1024`; overrides "
+        f"`{' '.join(MODERN_SINCE_GPT2)}`. The uncached loop reruns the model over the whole text each step, "
+        "as chapter 4's does; the cached one uses the preallocated KV cache. Single runs after a warm-up.",
+        "",
+        f"Machine: {cpu_name()}, {torch.get_num_threads()} torch threads, "
+        f"torch {torch.__version__}, Python {platform.python_version()}.",
+        "",
+        table,
+        "",
+        *checks,
+        "",
+    ])
+    print("\n" + "\n".join(checks))
+    if not args.no_write:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(doc)
+        print(f"wrote {args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+"""Shared fixtures: composing tinygpt's Hydra config in-process, a small corpus that needs no data root."""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+import tinygpt.train  # noqa: F401  (registers the config's resolvers)
+
+REPO = Path(__file__).resolve().parents[1]
+CONF = REPO / "conf"
+
+# a tiny model and a short run: what the training tests have in common
+TINY_RUN = ["experiment=smoke"]
+
+
+def compose_train(overrides: list[str]):
+    with initialize_config_dir(str(CONF), version_base="1.3"):
+        return compose("train", overrides=overrides)
+
+
+@pytest.fixture(scope="session")
+def small_corpus(tmp_path_factory) -> Path:
+    """About 30 KB of word salad from a fixed vocabulary: enough for windows of 32, no data root needed."""
+    rng = random.Random(0)
+    words = ("time machine traveller the of and a to in was it that he I his had with at for as "
+             "future morlocks eloi sphinx night light green white world strange").split()
+    lines = [" ".join(rng.choice(words) for _ in range(12)) for _ in range(500)]
+    path = tmp_path_factory.mktemp("corpus") / "salad.txt"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.fixture
+def tiny_cfg(small_corpus):
+    def make(*extra: str):
+        return compose_train(TINY_RUN + ["data=textfile", f"data.path={small_corpus}", *extra])
+    return make
+
+
+def real_data_root() -> Path | None:
+    root = os.environ.get("TINYGPT_DATA")
+    return Path(root) if root and Path(root).is_dir() else None
+
+
+requires_data = pytest.mark.skipif(real_data_root() is None, reason="TINYGPT_DATA is not set (CI sets it)")
+
+PYTHON = sys.executable

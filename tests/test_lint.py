@@ -1,0 +1,15 @@
+"""`ruff check` stays clean: part of the suite, so CI enforces it."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_ruff_check_is_clean():
+    ruff = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
+    assert ruff, "ruff is a dev dependency: pip install -e .[dev]"
+    done = subprocess.run([ruff, "check", "."], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -1,0 +1,164 @@
+"""Training runs end to end, in-process: seeds, exact resume, failures that keep what was written."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+from tinygpt.train.checkpoints import CheckpointError
+from tinygpt.train.module import GPTModule, NonFiniteLossError
+from tinygpt.train.run import train
+
+
+def scalar_events(run_dir: Path, tag: str) -> list[dict[int, float]]:
+    """{step: value} of one tag, per TensorBoard event file in write order (a resumed run adds a file)."""
+    files = sorted((run_dir / "tb").glob("events.out.tfevents.*"), key=lambda p: p.stat().st_mtime_ns)
+    per_file = []
+    for path in files:
+        values = {}
+        for event in EventFileLoader(str(path)).Load():
+            for value in event.summary.value:
+                if value.tag == tag:
+                    values[event.step] = float(torch.tensor(value.tensor.float_val[0]
+                                                            if value.tensor.float_val else value.simple_value))
+        per_file.append(values)
+    return per_file
+
+
+def train_losses(run_dir: Path) -> dict[int, float]:
+    merged = {}
+    for values in scalar_events(run_dir, "train/loss"):
+        merged.update(values)
+    return merged
+
+
+def test_run_writes_record_checkpoints_and_tensorboard(tiny_cfg, tmp_path):
+    record = train(tiny_cfg(), tmp_path)
+    assert record["status"] == "finished" and record["step"] == 8
+    saved = json.loads((tmp_path / "run.json").read_text())
+    assert [p["step"] for p in saved["curve"]] == [4, 8]
+    assert saved["parameters"] == sum(p.numel() for p in
+                                      GPTModule(saved["config"]["model"] | {"vocab_size": saved["data"]["vocab_size"]},
+                                                saved["config"]["optim"], 8).model.parameters())
+    assert saved["best"]["dev_bpb"] == min(p["dev_bits_per_byte"] for p in saved["curve"])
+    assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
+    assert {p.name for p in (tmp_path / "checkpoints").glob("step*.ckpt")} == {"step000004.ckpt", "step000008.ckpt"}
+
+    events = EventAccumulator(str(tmp_path / "tb"), size_guidance={"scalars": 0, "tensors": 0}).Reload()
+    tags = set(events.Tags()["scalars"])
+    assert {"train/loss", "train/loss_bits", "train/lr", "train/grad_norm", "train/tokens_per_sec", "train/mfu",
+            "dev/bpb", "dev/loss", "dev/best_bpb", "hp/best_dev_bpb"} <= tags
+    assert [e.step for e in events.Scalars("dev/bpb")] == [4, 8]
+    assert [e.step for e in events.Scalars("train/loss")] == list(range(1, 9)) or \
+        [e.step for e in events.Scalars("train/loss")] == list(range(0, 8))
+    loss_nats = events.Scalars("train/loss")[-1].value
+    assert events.Scalars("train/loss_bits")[-1].value == pytest.approx(loss_nats / math.log(2), rel=1e-5)
+    assert "sample/text_summary" in events.Tags()["tensors"]
+
+
+def test_seed_zero_is_a_seed(tiny_cfg, tmp_path):
+    """seed=0 must seed (the popular template's ``if cfg.get("seed")`` skips it)."""
+    runs = {name: train(tiny_cfg(f"seed={seed}", "model.dropout=0.1"), tmp_path / name)
+            for name, seed in (("a0", 0), ("b0", 0), ("c1", 1))}
+    losses = {name: train_losses(tmp_path / name) for name in runs}
+    assert losses["a0"] == losses["b0"]
+    assert losses["a0"] != losses["c1"]
+
+
+def test_exact_resume_after_a_crash(tiny_cfg, tmp_path, monkeypatch):
+    """Stopped at step 6 (last.ckpt at 4) and resumed: steps 5-8 match the uninterrupted run to 1e-6,
+    with dropout on (the RNG state) and a cosine schedule (the scheduler state)."""
+    overrides = ("model.dropout=0.1", "optim/schedule=cosine")
+    train(tiny_cfg(*overrides), tmp_path / "whole")
+    reference = train_losses(tmp_path / "whole")
+
+    original = GPTModule.training_step
+
+    def crash_at_step_6(self, batch, batch_idx):
+        if self.global_step == 5:
+            raise RuntimeError("simulated crash")
+        return original(self, batch, batch_idx)
+
+    monkeypatch.setattr(GPTModule, "training_step", crash_at_step_6)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        train(tiny_cfg(*overrides), tmp_path / "stopped")
+    assert json.loads((tmp_path / "stopped" / "run.json").read_text())["status"] == "failed"
+    monkeypatch.setattr(GPTModule, "training_step", original)
+
+    record = train(tiny_cfg(*overrides), tmp_path / "stopped")
+    assert record["status"] == "finished" and record["resumed_from_step"] == 4
+    resumed = scalar_events(tmp_path / "stopped", "train/loss")[-1]
+    assert sorted(resumed) == sorted(s for s in reference if s >= min(resumed))
+    assert len(resumed) == 4
+    for step, value in resumed.items():
+        assert value == pytest.approx(reference[step], abs=1e-6)
+    assert [p["step"] for p in record["curve"]] == [4, 8]
+
+
+def test_finished_run_is_skipped(tiny_cfg, tmp_path, capsys):
+    first = train(tiny_cfg(), tmp_path)
+    stamp = (tmp_path / "checkpoints" / "last.ckpt").stat().st_mtime_ns
+    again = train(tiny_cfg(), tmp_path)
+    assert "already finished" in capsys.readouterr().out
+    assert again == first
+    assert (tmp_path / "checkpoints" / "last.ckpt").stat().st_mtime_ns == stamp
+
+
+def test_corrupt_checkpoint_fails_cleanly_and_overwrites_nothing(tiny_cfg, tmp_path):
+    ckpt_dir = tmp_path / "checkpoints"
+    ckpt_dir.mkdir()
+    garbage = b"PK\x03\x04 this is not a checkpoint"
+    (ckpt_dir / "last.ckpt").write_bytes(garbage)
+    with pytest.raises(CheckpointError, match="unreadable") as err:
+        train(tiny_cfg(), tmp_path)
+    assert "\n" not in str(err.value)
+    assert (ckpt_dir / "last.ckpt").read_bytes() == garbage
+    assert not (tmp_path / "run.json").exists()
+
+
+def test_missing_checkpoint_path_is_a_clear_error(tiny_cfg, tmp_path):
+    with pytest.raises(CheckpointError, match="not found: .*nope.ckpt"):
+        train(tiny_cfg(f"ckpt_path={tmp_path / 'nope.ckpt'}"), tmp_path / "run")
+
+
+def test_truncated_checkpoint_is_detected(tiny_cfg, tmp_path):
+    train(tiny_cfg(), tmp_path / "good")
+    data = (tmp_path / "good" / "checkpoints" / "last.ckpt").read_bytes()
+    cut = tmp_path / "cut.ckpt"
+    cut.write_bytes(data[: len(data) // 2])
+    with pytest.raises(CheckpointError, match="unreadable"):
+        train(tiny_cfg(f"ckpt_path={cut}"), tmp_path / "other")
+
+
+def test_nan_loss_stops_with_the_step_and_keeps_the_last_good_checkpoint(tiny_cfg, tmp_path, monkeypatch):
+    from tinygpt.model import GPT
+
+    original = GPT.forward
+
+    def poisoned(self, idx, *args, **kwargs):
+        out = original(self, idx, *args, **kwargs)
+        if self.training and poisoned.calls >= 5:
+            out = out._replace(logits=out.logits * float("nan"))
+        poisoned.calls += self.training
+        return out
+
+    poisoned.calls = 0
+    monkeypatch.setattr(GPT, "forward", poisoned)
+    with pytest.raises(NonFiniteLossError, match="at step 6"):
+        train(tiny_cfg(), tmp_path)
+    checkpoint = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)
+    assert checkpoint["global_step"] == 4
+    assert all(torch.isfinite(v).all() for v in checkpoint["state_dict"].values() if v.is_floating_point())
+    assert json.loads((tmp_path / "run.json").read_text())["status"] == "failed"
+
+
+def test_invalid_model_fails_before_training(tiny_cfg, tmp_path):
+    with pytest.raises(ValueError, match="n_heads"):
+        train(tiny_cfg("model.n_heads=3"), tmp_path)
+    assert not (tmp_path / "checkpoints").exists()

@@ -1,0 +1,122 @@
+"""Find a corpus under the data root, fetch and checksum it if it is a named one, and list its documents.
+
+A file corpus is one document. A directory corpus is the files matching `data.glob`, each one document, always
+in sorted name order, so the concatenated text and every seeded choice of documents are the same on every
+machine whatever order the file system lists them in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from tinygpt.data.config import DataConfig
+from tinygpt.data.documents import Document, scan_document
+from tinygpt.data.download import ensure_files, sha256_of
+from tinygpt.data.errors import DataError
+from tinygpt.data.root import DataRoot
+from tinygpt.data.sources import GENERIC_CORPORA, NAMED_CORPORA, NamedCorpus
+
+
+@dataclass(frozen=True)
+class Corpus:
+    name: str
+    kind: str  # "file" or "dir"
+    location: Path
+    documents: tuple[Document, ...]
+    checksummed: bool  # True for named corpora: every file matched its published sha256
+
+    @property
+    def chars(self) -> int:
+        return sum(d.chars for d in self.documents)
+
+    @property
+    def bytes(self) -> int:
+        return sum(d.bytes for d in self.documents)
+
+
+def open_corpus(config: DataConfig, root: DataRoot) -> Corpus:
+    named = _named_corpus(config)
+    location = root.resolve(config.path)
+    at_registered_place = named is not None and location == root.resolve(named.path)
+    if at_registered_place:
+        # Fetch what is missing, and check the sha256 of every file of the corpus.
+        ensure_files(root, named.files, f"the {named.name} corpus")
+    documents = (
+        _file_documents(location, config) if config.corpus == "file" else _dir_documents(location, config)
+    )
+    if named is not None:
+        _check_against_published(named, documents, hash_files=not at_registered_place)
+    corpus = Corpus(config.name, config.corpus, location, tuple(documents), checksummed=named is not None)
+    if corpus.chars == 0:
+        raise DataError(f"the corpus at {location} (data.path={config.path}) is empty: no text to train on")
+    return corpus
+
+
+def _named_corpus(config: DataConfig) -> NamedCorpus | None:
+    if config.name in NAMED_CORPORA:
+        named = NAMED_CORPORA[config.name]
+        if config.corpus != named.kind:
+            raise DataError(
+                f"data.name={config.name} is a {named.kind} corpus, but data.corpus={config.corpus}"
+            )
+        return named
+    if config.name in GENERIC_CORPORA:
+        if config.corpus != GENERIC_CORPORA[config.name]:
+            raise DataError(
+                f"data.name={config.name} reads a {GENERIC_CORPORA[config.name]} corpus, but "
+                f"data.corpus={config.corpus}; use data={'textdir' if config.corpus == 'dir' else 'textfile'}"
+            )
+        return None
+    known = sorted(NAMED_CORPORA) + sorted(GENERIC_CORPORA)
+    raise DataError(
+        f"data.name={config.name!r}: unknown corpus; choose one of {known} "
+        "(textfile and textdir read your own text)"
+    )
+
+
+def _file_documents(location: Path, config: DataConfig) -> list[Document]:
+    if location.is_dir():
+        raise DataError(
+            f"{location} (data.path={config.path}) is a directory; use data=textdir (data.corpus=dir)"
+        )
+    if not location.is_file():
+        raise DataError(f"corpus file {location} (data.path={config.path}) does not exist")
+    return [scan_document(location.name, location)]
+
+
+def _dir_documents(location: Path, config: DataConfig) -> list[Document]:
+    if not location.is_dir():
+        raise DataError(
+            f"corpus directory {location} (data.path={config.path}) does not exist or is not a directory"
+        )
+    matches = (p for p in location.glob(config.glob) if p.is_file())
+    paths = sorted(matches, key=lambda p: p.relative_to(location).as_posix())
+    if not paths:
+        present = sorted(p.name for p in location.iterdir())[:8]
+        raise DataError(
+            f"data.glob={config.glob!r} matches no files in {location} (data.path={config.path}); "
+            f"it holds e.g. {present}"
+        )
+    return [scan_document(p.relative_to(location).as_posix(), p) for p in paths]
+
+
+def _check_against_published(named: NamedCorpus, documents: list[Document], *, hash_files: bool) -> None:
+    """Every document of a named corpus must be one of its published files; a named corpus read from somewhere
+    other than its registered place (hash_files) is checksummed here, since ensure_files did not see it."""
+    expected = {Path(remote.relative_path).name: remote.sha256 for remote in named.files}
+    for document in documents:
+        key = Path(document.name).name
+        if key not in expected:
+            raise DataError(
+                f"{document.path} is not part of the published {named.name} corpus ({named.source}); "
+                "narrow data.glob, or use data=textdir for your own documents"
+            )
+        if not hash_files:
+            continue
+        actual = sha256_of(document.path)
+        if actual != expected[key]:
+            raise DataError(
+                f"{document.path}: sha256 {actual} does not match the published {named.name} corpus "
+                f"({expected[key]}); restore the file, or use data=textfile/textdir for your own text"
+            )

@@ -1,0 +1,380 @@
+"""TextDataModule: corpus -> splits -> tokenizer -> training batches and scoring windows.
+
+setup() resolves the data root, checks the corpus, plans the splits, fits the tokenizer on the train split
+only, and encodes train and dev. The held-out split stays a plan (document pieces: file names and offsets)
+until test_dataloader() is called, the one explicit test-scoring call, so no training or validation code can
+reach its text.
+
+Validation with data.dev=none: val_dataloader() returns an empty list, which Lightning treats as "no
+validation"; use the split only when nothing is to be chosen on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader
+
+from tinygpt.data.batches import SAMPLER_VERSION, RandomWindows, TrainBatches
+from tinygpt.data.config import DataConfig
+from tinygpt.data.corpus import Corpus, open_corpus
+from tinygpt.data.documents import Piece, read_piece, total_bytes, total_chars
+from tinygpt.data.encoded import EncodedText, encode_segments
+from tinygpt.data.errors import DataError
+from tinygpt.data.root import DataRoot, resolve_data_root
+from tinygpt.data.splits import SplitPlan, cut_by_tokens, plan_splits
+from tinygpt.data.tokenizers import Tokenizer, build_tokenizer
+from tinygpt.metrics.windows import SlidingWindowDataset
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    root: DataRoot
+    corpus: Corpus
+    plan: SplitPlan
+    tokenizer: Tokenizer
+    train: EncodedText
+    fit_full_chars: int
+    fit_full_bytes: int
+    dev: EncodedText | None
+    unseen_dev_chars: int
+
+
+def _read(pieces: tuple[Piece, ...]) -> list[tuple[str, str]]:
+    return [(piece.document, read_piece(piece)) for piece in pieces]
+
+
+class TextDataModule(L.LightningDataModule):
+    def __init__(self, cfg: Any, *, context_length: int, seed: int, tokenizer: Tokenizer | None = None):
+        """cfg: the `data` config node (DictConfig or dict). tokenizer: reuse this one (e.g. a checkpoint's,
+        to score it) instead of building or fitting one; it must be of the kind data.tokenizer names."""
+        super().__init__()
+        self.config = DataConfig.from_any(cfg)
+        if isinstance(context_length, bool) or not isinstance(context_length, int) or context_length < 2:
+            raise DataError(f"context_length={context_length!r}: must be an integer >= 2")
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise DataError(f"seed={seed!r}: must be an integer >= 0 (it seeds the batch sampler)")
+        self.context_length = context_length
+        self.seed = seed
+        self.start_step = 0  # the first batch index when no Trainer is attached (standalone use)
+        if tokenizer is not None and tokenizer.name != self.config.tokenizer.name:
+            raise DataError(
+                f"the tokenizer given is a {tokenizer.name} tokenizer, but data.tokenizer.name="
+                f"{self.config.tokenizer.name}"
+            )
+        self._given_tokenizer = tokenizer
+        self._prepared: _Prepared | None = None
+        self._heldout_stats: dict | None = None  # filled in by test_dataloader()
+
+    # -- set-up ---------------------------------------------------------------------------------------------
+
+    def prepare_data(self) -> None:
+        """Fetch what a named corpus or the gpt2 tokenizer needs (Lightning calls this on one process)."""
+        root = resolve_data_root(self.config.root)
+        open_corpus(self.config, root)
+        if self.config.tokenizer.name == "gpt2":
+            build_tokenizer(self.config.tokenizer, [], root)
+
+    def setup(self, stage: str | None = None) -> None:
+        if self._prepared is not None:
+            return
+        config, T = self.config, self.context_length
+        root = resolve_data_root(config.root)
+        corpus = open_corpus(config, root)
+        plan = plan_splits(corpus, config)
+        if not plan.train:
+            raise DataError(
+                f"the train split of {corpus.location} is empty; check data.fraction and the split sizes"
+            )
+        if config.dev != "none" and not (plan.dev or plan.cut_dev_by_tokens):
+            raise DataError(
+                f"the dev split of {corpus.location} is empty; raise data.dev_fraction or data.dev_k"
+            )
+
+        unseen_dev = 0
+        if plan.cut_train_by_tokens:  # split_unit=tokens: a fixed tokenizer, then cuts at token boundaries
+            tokenizer = self._given_tokenizer or build_tokenizer(config.tokenizer, [], root)
+            fit_full = encode_segments(tokenizer, _read(plan.fit_full))
+            dev = encode_segments(tokenizer, _read(plan.dev)) if plan.dev else None
+            train, fit_full, dev = cut_by_tokens(fit_full, dev, plan, config)
+            fit_full_chars, fit_full_bytes = fit_full.chars, fit_full.bytes
+        else:
+            train_segments = _read(plan.train)
+            tokenizer = self._given_tokenizer or build_tokenizer(
+                config.tokenizer, [text for _, text in train_segments], root
+            )
+            train = encode_segments(tokenizer, train_segments)
+            del train_segments
+            dev = None
+            if plan.dev:
+                dev_segments = _read(plan.dev)
+                unseen_dev = sum(tokenizer.unseen_count(text) for _, text in dev_segments)
+                dev = encode_segments(tokenizer, dev_segments)
+                del dev_segments
+            fit_full_chars, fit_full_bytes = total_chars(plan.fit_full), total_bytes(plan.fit_full)
+
+        self._check_window("train", train, corpus)
+        if dev is not None:
+            self._check_window("dev", dev, corpus)
+        if plan.test and total_bytes(plan.test) < T + 1:  # no tokenizer makes more tokens than bytes
+            raise DataError(
+                f"the held-out split of {corpus.location} has {total_bytes(plan.test)} bytes, fewer than one "
+                f"window of {T + 1} tokens; raise data.test_fraction / choose longer test documents, or set "
+                "data.test_fraction=0 / data.test_k=0 for no held-out split"
+            )
+        self._prepared = _Prepared(
+            root, corpus, plan, tokenizer, train, fit_full_chars, fit_full_bytes, dev, unseen_dev
+        )
+
+    def _check_window(self, split: str, encoded: EncodedText, corpus: Corpus) -> None:
+        if len(encoded) < self.context_length + 1:
+            raise DataError(
+                f"the {split} split of {corpus.location} has {len(encoded)} tokens, fewer than one window of "
+                f"context_length + 1 = {self.context_length + 1}; use a longer corpus, a shorter context, or "
+                f"change the split sizes (data.dev_fraction, data.fraction, data.test_fraction)"
+            )
+
+    @property
+    def prepared(self) -> _Prepared:
+        """Everything setup() builds; set up on first use, so vocab_size etc. work before the Trainer runs."""
+        if self._prepared is None:
+            self.setup()
+        assert self._prepared is not None
+        return self._prepared
+
+    # -- what the model and the run need --------------------------------------------------------------------
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        return self.prepared.tokenizer
+
+    @property
+    def vocab_size(self) -> int:
+        return self.prepared.tokenizer.vocab_size
+
+    @property
+    def has_dev(self) -> bool:
+        """Whether there is a dev split to validate on (data.dev is not none); known before setup()."""
+        return self.config.dev != "none"
+
+    @property
+    def train_batches(self) -> RandomWindows:
+        """The training batch function, batch(step) -> (x, y), for loops that do not use a Trainer."""
+        return RandomWindows(self.prepared.train.ids, self.config.batch_size, self.context_length, self.seed)
+
+    @property
+    def train_split(self) -> EncodedText:
+        return self.prepared.train
+
+    @property
+    def dev_split(self) -> EncodedText | None:
+        return self.prepared.dev
+
+    @property
+    def dev_documents(self) -> tuple[str, ...]:
+        """Documents of the dev split, in order: BitsPerByte(n_documents=len(...)) indexes them."""
+        dev = self.prepared.dev
+        return dev.documents if dev is not None else ()
+
+    @property
+    def test_documents(self) -> tuple[str, ...]:
+        """Documents of the held-out split, in order (names only; nothing is read)."""
+        return tuple(piece.document for piece in self.prepared.plan.test)
+
+    # -- loaders -------------------------------------------------------------------------------------
+
+    def _batch_index(self) -> int:
+        """Index of the next training batch. With a Trainer it is derived from the (restored) global step,
+        so a resumed run continues the same stream; an optimizer step consumes accumulate_grad_batches."""
+        trainer = self.trainer
+        if trainer is None:
+            return self.start_step
+        return trainer.global_step * trainer.accumulate_grad_batches
+
+    def train_dataloader(self) -> DataLoader:
+        trainer = self.trainer
+        windows = RandomWindows(
+            self.prepared.train.ids,
+            self.config.batch_size,
+            self.context_length,
+            self.seed,
+            rank=trainer.global_rank if trainer is not None else 0,
+            world_size=trainer.world_size if trainer is not None else 1,
+        )
+        # generator=: a DataLoader draws a base seed each time it is iterated; from the global RNG that would
+        # shift dropout's random stream and break exact resume
+        return DataLoader(
+            TrainBatches(windows, start=self._batch_index),
+            batch_size=None,
+            num_workers=0,
+            generator=torch.Generator(),
+        )
+
+    def _windows_loader(self, encoded: EncodedText) -> DataLoader:
+        dataset = SlidingWindowDataset(
+            encoded.ids, encoded.token_bytes, encoded.token_chars, self.context_length, encoded.token_doc
+        )
+        return DataLoader(
+            dataset,
+            batch_size=self.config.eval_batch_size,
+            shuffle=False,
+            num_workers=0,
+            generator=torch.Generator(),
+        )  # not the global RNG (see train_dataloader)
+
+    def val_dataloader(self) -> DataLoader | list:
+        dev = self.prepared.dev
+        return [] if dev is None else self._windows_loader(dev)
+
+    def test_dataloader(self) -> DataLoader:
+        """The held-out split's scoring windows. This is the only place its text is read: call it once, to
+        score the run's final model."""
+        plan = self.prepared.plan
+        if not plan.test:
+            raise DataError(
+                "this data config has no held-out split (data.test_fraction=0 or data.test_k=0 with no "
+                "data.test_documents); score the dev split instead"
+            )
+        segments = _read(plan.test)
+        unseen = sum(self.tokenizer.unseen_count(text) for _, text in segments)
+        test = encode_segments(self.tokenizer, segments)
+        del segments
+        self._check_window("held-out", test, self.prepared.corpus)
+        self._heldout_stats = {"tokens": len(test), "unseen_chars": unseen, "documents": list(test.documents)}
+        return self._windows_loader(test)
+
+    # -- checkpointing -------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        # The batch stream is a function of (seed, step); the step is in Lightning's own loop state.
+        return {"seed": self.seed, "sampler": SAMPLER_VERSION}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        sampler = state_dict.get("sampler")
+        if sampler != SAMPLER_VERSION:
+            raise DataError(
+                f"the checkpoint's batch sampler is {sampler!r}, this tinygpt draws batches with "
+                f"{SAMPLER_VERSION!r}; the resumed run would not continue the same batch stream"
+            )
+        if state_dict.get("seed") != self.seed:
+            raise DataError(
+                f"resuming a run that drew its batches with seed={state_dict.get('seed')} using "
+                f"seed={self.seed}; "
+                "set the run's seed back to the checkpoint's to continue its batch stream"
+            )
+
+    # -- reporting -----------------------------------------------------------------------------------
+
+    def describe(self) -> dict[str, Any]:
+        """A JSON-serializable summary of the corpus, the splits and the tokenizer, for the run's records."""
+        p, config = self.prepared, self.config
+        splits: dict[str, Any] = {
+            "train": _split_summary(p.train.documents, p.train.chars, p.train.bytes, len(p.train)),
+            "fit_full": _split_summary(
+                tuple(dict.fromkeys(piece.document for piece in p.plan.fit_full)),
+                p.fit_full_chars,
+                p.fit_full_bytes,
+                None,  # not encoded as a whole unless split_unit=tokens; train is what the model sees
+            ),
+            "dev": None
+            if p.dev is None
+            else _split_summary(p.dev.documents, p.dev.chars, p.dev.bytes, len(p.dev)),
+            "test": None,
+        }
+        if p.plan.test:
+            held = self._heldout_stats or {}
+            splits["test"] = _split_summary(
+                self.test_documents, total_chars(p.plan.test), total_bytes(p.plan.test), held.get("tokens")
+            )
+            splits["test"]["unseen_chars"] = held.get(
+                "unseen_chars"
+            )  # None until the held-out split is scored
+        return {
+            "corpus": {
+                "name": p.corpus.name,
+                "kind": p.corpus.kind,
+                "location": str(p.corpus.location),
+                "documents": len(p.corpus.documents),
+                "chars": p.corpus.chars,
+                "bytes": p.corpus.bytes,
+                "sha256_checked": p.corpus.checksummed,
+            },
+            "root": {"path": str(p.root.path), "origin": p.root.origin},
+            "tokenizer": {"name": p.tokenizer.name, "vocab_size": p.tokenizer.vocab_size},
+            "vocab_size": p.tokenizer.vocab_size,
+            "context_length": self.context_length,
+            "seed": self.seed,
+            "settings": {
+                "split_unit": config.split_unit,
+                "test_fraction": config.test_fraction,
+                "test_documents": list(config.test_documents),
+                "test_k": config.test_k,
+                "split_seed": config.split_seed,
+                "dev": config.dev,
+                "dev_fraction": config.dev_fraction,
+                "dev_k": config.dev_k,
+                "fraction": config.fraction,
+            },
+            "train_fraction": config.fraction,
+            "held_out_documents": list(p.plan.test_documents),
+            "dev_documents": list(p.plan.dev_documents),
+            "splits": splits,
+            "unseen_dev_chars": p.unseen_dev_chars,
+        }
+
+    def summary_lines(self) -> list[str]:
+        """Human-readable lines for the run to print at start."""
+        d, config = self.describe(), self.config
+        corpus, splits = d["corpus"], d["splits"]
+        checked = "sha256 checked" if corpus["sha256_checked"] else "no checksum (user corpus)"
+        lines = [
+            f"data: {corpus['name']} ({corpus['kind']} {corpus['location']}, "
+            f"{corpus['documents']:,} document(s), "
+            f"{corpus['chars']:,} chars, {corpus['bytes']:,} bytes, {checked})",
+            f"tokenizer: {d['tokenizer']['name']}, vocabulary {d['vocab_size']:,}"
+            + (" (fitted on the train split only)" if self.tokenizer.needs_fitting else " (fixed)"),
+            "splits: " + _describe_split_rules(config),
+        ]
+        for name in ("train", "dev", "test"):
+            split = splits[name]
+            if split is None:
+                lines.append(f"  {name:5s}: none")
+                continue
+            tokens = (
+                "not read until test scoring" if split["tokens"] is None else f"{split['tokens']:,} tokens"
+            )
+            docs = split["documents"]
+            shown = "" if corpus["kind"] == "file" or name == "train" else f"; documents {', '.join(docs)}"
+            lines.append(
+                f"  {name:5s}: {split['chars']:,} chars, {split['bytes']:,} bytes, {tokens}, "
+                f"{len(docs)} document(s){shown}"
+            )
+        if config.tokenizer.name == "char" and splits["dev"] is not None:
+            lines.append(f"  dev characters unseen in train (id 0): {d['unseen_dev_chars']:,}")
+        return lines
+
+
+def _split_summary(documents, chars: int, n_bytes: int, tokens: int | None) -> dict[str, Any]:
+    return {"documents": list(documents), "chars": chars, "bytes": n_bytes, "tokens": tokens}
+
+
+def _describe_split_rules(config: DataConfig) -> str:
+    if config.corpus == "file":
+        test = (
+            f"test = last {config.test_fraction:.0%} of the characters" if config.test_fraction else "no test"
+        )
+    elif config.test_documents:
+        test = f"test = the listed documents {list(config.test_documents)}"
+    else:
+        test = f"test = {config.test_k} whole documents chosen with split_seed={config.split_seed}"
+    unit = "tokens" if config.split_unit == "tokens" else "characters"
+    if config.dev == "tail":
+        dev = f"dev = last {config.dev_fraction:.0%} of the remaining {unit}"
+    elif config.dev == "documents":
+        dev = f"dev = {config.dev_k} whole documents chosen with split_seed={config.split_seed}"
+    else:
+        dev = "no dev split"
+    return f"{test}; {dev}; train = first {config.fraction:.0%} of the rest ({unit})"

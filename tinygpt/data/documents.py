@@ -1,0 +1,114 @@
+"""Documents on disk, and pieces of them that can be read without reading the rest.
+
+Splits are planned as lists of Pieces: character ranges of documents that also carry their byte ranges. This
+is what keeps the held-out text away from training code: the plan for the test split is a few numbers and file
+names, and its text is read from disk (seek + read of exactly its bytes) only when a test-scoring call asks.
+
+Encoding policy: corpora must be valid UTF-8. A file that is not fails at start-up, naming the file and the
+byte offset of the first bad byte, rather than being silently "repaired", which would change the text that
+every model is scored on and the byte count that bits per byte divides by.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from tinygpt.data.errors import DataError
+
+
+@dataclass(frozen=True)
+class Document:
+    name: str  # the file's name (its path relative to the corpus directory for dir corpora)
+    path: Path
+    chars: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Characters [char_start, char_end) of one document: bytes [byte_start, byte_end) of its file."""
+
+    document: str
+    path: Path
+    char_start: int
+    char_end: int
+    byte_start: int
+    byte_end: int
+
+    @property
+    def chars(self) -> int:
+        return self.char_end - self.char_start
+
+    @property
+    def bytes(self) -> int:
+        return self.byte_end - self.byte_start
+
+
+def scan_document(name: str, path: Path) -> Document:
+    """Check that the file is UTF-8 and count its characters and bytes. Only the counts are kept."""
+    raw = path.read_bytes()
+    try:
+        # Decoding is the validation; the decoded text is a temporary and is dropped on return.
+        n_chars = len(raw.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise DataError(
+            f"{path}: not valid UTF-8 at byte offset {error.start} "
+            f"(byte 0x{raw[error.start]:02x}: {error.reason}). "
+            "tinygpt reads corpora as UTF-8 and fails rather than guess; convert the file, e.g. "
+            f"`iconv -f latin1 -t utf-8 {path.name} > {path.stem}.utf8{path.suffix}`."
+        ) from None
+    return Document(name=name, path=path, chars=n_chars, bytes=len(raw))
+
+
+def whole(document: Document) -> Piece:
+    return Piece(document.name, document.path, 0, document.chars, 0, document.bytes)
+
+
+def total_chars(pieces: Sequence[Piece]) -> int:
+    return sum(piece.chars for piece in pieces)
+
+
+def total_bytes(pieces: Sequence[Piece]) -> int:
+    return sum(piece.bytes for piece in pieces)
+
+
+def split_pieces(pieces: Sequence[Piece], n_chars: int) -> tuple[list[Piece], list[Piece]]:
+    """Cut a sequence of pieces after its first n_chars characters: (head, tail). Empty pieces are dropped."""
+    head: list[Piece] = []
+    tail: list[Piece] = []
+    remaining = n_chars
+    for piece in pieces:
+        if remaining >= piece.chars:
+            head.append(piece)
+            remaining -= piece.chars
+        elif remaining <= 0:
+            tail.append(piece)
+        else:
+            cut_char = piece.char_start + remaining
+            cut_byte = _byte_offset_of_char(piece.path, cut_char)
+            head.append(replace(piece, char_end=cut_char, byte_end=cut_byte))
+            tail.append(replace(piece, char_start=cut_char, byte_start=cut_byte))
+            remaining = 0
+    return [p for p in head if p.chars], [p for p in tail if p.chars]
+
+
+def read_piece(piece: Piece) -> str:
+    with open(piece.path, "rb") as f:
+        f.seek(piece.byte_start)
+        raw = f.read(piece.bytes)
+    text = raw.decode("utf-8")
+    if len(text) != piece.chars:
+        raise DataError(f"{piece.path} changed on disk while tinygpt was using it; restart the run")
+    return text
+
+
+def _byte_offset_of_char(path: Path, char_index: int) -> int:
+    """Byte offset where character char_index starts in a UTF-8 file (UTF-8 continuation bytes are 10xxxxxx;
+    every other byte starts a character). Reads raw bytes only; no text is decoded here."""
+    raw = np.fromfile(path, dtype=np.uint8)
+    starts = np.flatnonzero((raw & 0xC0) != 0x80)
+    return int(starts[char_index]) if char_index < len(starts) else int(raw.size)

@@ -1,0 +1,111 @@
+"""Fetch missing files of named corpora into the data root, and check every file's sha256.
+
+The data root is read-only for tinygpt except for this download cache: a file is written only when it was
+missing, only at its registered place, and only after its checksum matched (it is downloaded to a temporary
+name and renamed into place). On a machine without network the error says which file to put where.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+
+from tinygpt.data.errors import DataError
+from tinygpt.data.root import DataRoot
+from tinygpt.data.sources import RemoteFile
+
+DOWNLOAD_TIMEOUT_S = 60
+_MAX_LISTED = 5  # the PEPs are 303 files: list a few and point at the manifest for the rest
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def fetch_url(url: str, destination: Path) -> None:
+    """Download url to destination. Module-level so tests can replace it (tests make no network calls)."""
+    with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_S) as response, open(destination, "wb") as out:
+        shutil.copyfileobj(response, out)
+
+
+def ensure_files(root: DataRoot, files: Sequence[RemoteFile], what: str) -> list[Path]:
+    """Make sure each file is present under root with its published checksum; download the missing ones.
+
+    Returns the local paths. Raises DataError naming every file that is missing and could not be fetched
+    (with its URL, where to put it and its checksum), or any file whose checksum differs.
+    """
+    missing = [f for f in files if not root.resolve(f.relative_path).is_file()]
+    if missing:
+        _download(root, missing, what)
+    paths = []
+    for remote in files:
+        path = root.resolve(remote.relative_path)
+        actual = sha256_of(path)
+        if actual != remote.sha256:
+            raise DataError(
+                f"{path}: sha256 {actual} does not match {what} as published ({remote.sha256}, from "
+                f"{remote.url}). The file was changed or is a different text: restore it, or delete it so "
+                "that it is downloaded again; for your own text use data=textfile or data=textdir."
+            )
+        paths.append(path)
+    return paths
+
+
+def _download(root: DataRoot, missing: Sequence[RemoteFile], what: str) -> None:
+    for index, remote in enumerate(missing):
+        destination = root.resolve(remote.relative_path)
+        try:
+            _download_one(remote, destination)
+        except DataError:
+            raise
+        except Exception as error:  # any failure means "offline or unreachable" to the user
+            raise DataError(_offline_message(root, missing[index:], what, remote, error)) from error
+
+
+def _download_one(remote: RemoteFile, destination: Path) -> None:
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(
+        prefix=f".{destination.name}.", suffix=".part", dir=destination.parent
+    )
+    os.close(handle)
+    temporary = Path(temporary)
+    try:
+        fetch_url(remote.url, temporary)
+        actual = sha256_of(temporary)
+        if actual != remote.sha256:
+            raise DataError(
+                f"downloaded {remote.url} but its sha256 is {actual}, not the expected {remote.sha256}; "
+                f"nothing was saved. Put the right file at {destination} by hand."
+            )
+        os.replace(temporary, destination)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def _offline_message(
+    root: DataRoot, still_missing: Sequence[RemoteFile], what: str, failed: RemoteFile, error: Exception
+) -> str:
+    lines = [
+        f"{what}: {len(still_missing)} file(s) missing under the data root {root.path} (from {root.origin}), "
+        f"and downloading {failed.url} failed ({type(error).__name__}: {error}).",
+        "If this machine is offline, download these files elsewhere and put each one at the path shown:",
+    ]
+    for remote in still_missing[:_MAX_LISTED]:
+        lines.append(f"  {remote.url}\n    -> {root.resolve(remote.relative_path)}  (sha256 {remote.sha256})")
+    if len(still_missing) > _MAX_LISTED:
+        lines.append(
+            f"  ... and {len(still_missing) - _MAX_LISTED} more from the same place; every name and "
+            "checksum is in "
+            "tinygpt/data/manifests/peps.sha256"
+        )
+    lines.append("Or point data.root / $TINYGPT_DATA at a directory that already holds them.")
+    return "\n".join(lines)

@@ -1,0 +1,137 @@
+"""The splits: corpus -> (rest, test); rest -> (fit_full, dev); train = the first `fraction` of fit_full.
+
+- test (held out, scored once): a file corpus holds out its tail, the last `test_fraction` of its characters;
+  a directory corpus holds out whole documents, `test_documents` if listed, else a seeded choice of `test_k`.
+- dev (every choice is made on it): `tail` = the last `dev_fraction` of the rest (003's dev slice),
+  `documents` = a seeded choice of `dev_k` whole documents of the rest (the better split 003 recommends),
+  or `none`.
+- train: the first `fraction` of fit_full (003's data-fraction runs); dev and test do not change with it.
+
+With split_unit=chars all cuts are at character positions and are planned here, before anything is read.
+With split_unit=tokens (fixed tokenizers only, 000's setup) the test split is still cut here, by characters,
+so that the held-out text is never tokenized at start-up; the dev tail and the train fraction are then cut at
+token boundaries of the encoded rest by `cut_by_tokens`, which is how 000 takes "the first 90% of its tokens".
+
+Documents are always in sorted name order; seeded choices draw from numpy's SeedSequence, so they are the same
+on every machine, and the test and dev choices use separate streams of the same `split_seed`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tinygpt.data.config import DataConfig
+from tinygpt.data.corpus import Corpus
+from tinygpt.data.documents import Piece, split_pieces, total_chars, whole
+from tinygpt.data.encoded import EncodedText
+from tinygpt.data.errors import DataError
+
+_TEST_STREAM, _DEV_STREAM = 0, 1
+
+
+@dataclass(frozen=True)
+class SplitPlan:
+    """Which text goes where, as pieces of documents; no text is read to make it."""
+
+    test: tuple[Piece, ...]  # read only by an explicit test-scoring call
+    rest: tuple[Piece, ...]  # everything that is not test: fit_full + dev
+    fit_full: tuple[Piece, ...]  # with split_unit=tokens and dev=tail: equal to rest until cut_by_tokens
+    dev: tuple[Piece, ...]
+    train: tuple[Piece, ...]  # with split_unit=tokens: equal to fit_full until cut_by_tokens
+    test_documents: tuple[str, ...]  # dir corpora: the held-out documents, in sorted order
+    dev_documents: tuple[str, ...]  # dev=documents: the dev documents, in sorted order
+    cut_dev_by_tokens: bool
+    cut_train_by_tokens: bool
+
+
+def plan_splits(corpus: Corpus, config: DataConfig) -> SplitPlan:
+    documents = [whole(d) for d in corpus.documents]
+    if corpus.kind == "file":
+        rest, test = split_pieces(documents, int(total_chars(documents) * (1 - config.test_fraction)))
+        test_documents: tuple[str, ...] = ()
+    else:
+        test_documents = _held_out_documents(corpus, config)
+        rest = [p for p in documents if p.document not in test_documents]
+        test = [p for p in documents if p.document in test_documents]
+
+    by_tokens = config.split_unit == "tokens"
+    dev_documents: tuple[str, ...] = ()
+    if config.dev == "none":
+        fit_full, dev = rest, []
+    elif config.dev == "documents":
+        dev_documents = _dev_documents(rest, config)
+        fit_full = [p for p in rest if p.document not in dev_documents]
+        dev = [p for p in rest if p.document in dev_documents]
+    elif by_tokens:
+        fit_full, dev = rest, []
+    else:
+        fit_full, dev = split_pieces(rest, int(total_chars(rest) * (1 - config.dev_fraction)))
+
+    train = fit_full if by_tokens else split_pieces(fit_full, int(total_chars(fit_full) * config.fraction))[0]
+    return SplitPlan(
+        test=tuple(test),
+        rest=tuple(rest),
+        fit_full=tuple(fit_full),
+        dev=tuple(dev),
+        train=tuple(train),
+        test_documents=test_documents,
+        dev_documents=dev_documents,
+        cut_dev_by_tokens=by_tokens and config.dev == "tail",
+        cut_train_by_tokens=by_tokens,
+    )
+
+
+def cut_by_tokens(
+    fit_full: EncodedText, dev: EncodedText | None, plan: SplitPlan, config: DataConfig
+) -> tuple[EncodedText, EncodedText, EncodedText | None]:
+    """split_unit=tokens: (train, fit_full, dev) cut at token boundaries. `fit_full` is the encoded rest when
+    the dev tail still has to be cut from it, and `dev` is then None."""
+    if plan.cut_dev_by_tokens:
+        n_fit = int(len(fit_full) * (1 - config.dev_fraction))
+        fit_full, dev = fit_full.slice(0, n_fit), fit_full.slice(n_fit, len(fit_full))
+    train = fit_full.slice(0, int(len(fit_full) * config.fraction)) if plan.cut_train_by_tokens else fit_full
+    return train, fit_full, dev
+
+
+def choose_documents(names: list[str], k: int, seed: int, stream: int) -> tuple[str, ...]:
+    """A seeded choice of k of the names (sorted), the same on every machine for the same inputs."""
+    rng = np.random.default_rng(np.random.SeedSequence([seed, stream]))
+    picked = rng.choice(len(names), size=k, replace=False)
+    return tuple(sorted(names[i] for i in picked))
+
+
+def _held_out_documents(corpus: Corpus, config: DataConfig) -> tuple[str, ...]:
+    names = [d.name for d in corpus.documents]
+    if config.test_documents:
+        unknown = [n for n in config.test_documents if n not in names]
+        if unknown:
+            raise DataError(
+                f"data.test_documents: {unknown} not among the {len(names)} documents that data.glob="
+                f"{config.glob!r} matches in {corpus.location} (e.g. {names[:3]})"
+            )
+        chosen = tuple(sorted(set(config.test_documents)))
+    else:
+        if config.test_k >= len(names):
+            raise DataError(
+                f"data.test_k={config.test_k} would hold out all {len(names)} documents of "
+                f"{corpus.location}; "
+                "it must leave at least one to train on"
+            )
+        chosen = choose_documents(names, config.test_k, config.split_seed, _TEST_STREAM)
+    if len(chosen) >= len(names):
+        raise DataError(
+            f"data.test_documents holds out all {len(names)} documents; leave at least one to train on"
+        )
+    return chosen
+
+
+def _dev_documents(rest: list[Piece], config: DataConfig) -> tuple[str, ...]:
+    names = [p.document for p in rest]
+    if config.dev_k >= len(names):
+        raise DataError(
+            f"data.dev_k={config.dev_k}: only {len(names)} documents remain after the held-out ones, and "
+            "at least one must be left to train on; lower data.dev_k or use data.dev=tail"
+        )
+    return choose_documents(names, config.dev_k, config.split_seed, _DEV_STREAM)

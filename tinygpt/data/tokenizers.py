@@ -1,0 +1,308 @@
+"""Tokenizers behind one small interface: char, bytes, bpe (trained here) and gpt2 (GPT-2's own BPE).
+
+Every tokenizer can say, for each token, how many UTF-8 bytes of the original text it covers and how many
+characters start in it (`encode_with_offsets`). Bits per byte divides by the bytes of the text, not of the
+tokens, so this is what makes the metric exact and comparable across tokenizers, including the char
+tokenizer's unknown id 0, which covers whatever character it replaced.
+
+`to_json` / `tokenizer_from_json` carry the whole tokenizer (the fitted vocabulary, or the full BPE model), so
+a checkpoint that embeds the JSON needs nothing else to turn ids back into text.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from tinygpt.data.errors import DataError
+
+if TYPE_CHECKING:
+    from tinygpt.data.config import TokenizerConfig
+    from tinygpt.data.root import DataRoot
+
+TOKENIZER_FILE = "tokenizer.json"
+Offsets = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # ids, token_bytes, token_chars: Long[N] each
+
+
+class Tokenizer(ABC):
+    name: str
+    needs_fitting: bool  # True when the vocabulary is learned from the fit text
+
+    @property
+    @abstractmethod
+    def vocab_size(self) -> int: ...
+
+    @abstractmethod
+    def encode_with_offsets(self, text: str) -> Offsets:
+        """(ids, token_bytes, token_chars): per token, the UTF-8 bytes of `text` it covers and the number of
+        characters that start in it. token_bytes sums to len(text.encode()), token_chars to len(text)."""
+
+    @abstractmethod
+    def decode(self, ids: Sequence[int] | torch.Tensor) -> str: ...
+
+    @abstractmethod
+    def _payload(self) -> dict: ...
+
+    def encode(self, text: str) -> list[int]:
+        return self.encode_with_offsets(text)[0].tolist()
+
+    def encode_many_with_offsets(self, texts: Sequence[str]) -> list[Offsets]:
+        return [self.encode_with_offsets(text) for text in texts]
+
+    def unseen_count(self, text: str) -> int:
+        """Characters of text the vocabulary cannot represent (only char has any; byte-level ones none)."""
+        return 0
+
+    def to_json(self) -> str:
+        return json.dumps({"kind": self.name, "format": 1, **self._payload()}, ensure_ascii=False)
+
+    def save(self, directory: str | Path) -> Path:
+        path = Path(directory) / TOKENIZER_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.to_json(), encoding="utf-8")
+        return path
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(vocab_size={self.vocab_size})"
+
+
+def _as_int_array(ids: Sequence[int] | torch.Tensor) -> np.ndarray:
+    if isinstance(ids, torch.Tensor):
+        return ids.detach().cpu().numpy().astype(np.int64, copy=False).reshape(-1)
+    return np.asarray(ids, dtype=np.int64).reshape(-1)
+
+
+def _utf8_lengths(codepoints: np.ndarray) -> np.ndarray:
+    return 1 + (codepoints >= 0x80) + (codepoints >= 0x800) + (codepoints >= 0x10000).astype(np.int64)
+
+
+def _codepoints(text: str) -> np.ndarray:
+    # UTF-32 gives one fixed-width code unit per character: a vectorized view of the text, no Python loop.
+    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
+
+
+class CharTokenizer(Tokenizer):
+    """One id per character of the fit text, in code point order from 1; id 0 is every unseen character."""
+
+    name = "char"
+    needs_fitting = True
+    UNKNOWN_ID = 0
+    UNKNOWN_TEXT = "\ufffd"  # what id 0 decodes to
+
+    def __init__(self, chars: str):
+        if len(set(chars)) != len(chars):
+            raise DataError("CharTokenizer: the vocabulary has repeated characters")
+        self.chars = "".join(sorted(chars))
+        self._sorted_codepoints = _codepoints(self.chars).astype(np.int64)
+
+    @classmethod
+    def fit(cls, texts: str | Sequence[str]) -> CharTokenizer:
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        seen = np.unique(np.concatenate([_codepoints(t) for t in texts] or [np.zeros(0, "<u4")]))
+        return cls(seen.astype("<u4").tobytes().decode("utf-32-le", "surrogatepass"))
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.chars) + 1
+
+    def _ids(self, codepoints: np.ndarray) -> np.ndarray:
+        position = np.searchsorted(self._sorted_codepoints, codepoints)
+        found = np.zeros(codepoints.shape, dtype=bool)
+        inside = position < len(self._sorted_codepoints)
+        found[inside] = self._sorted_codepoints[position[inside]] == codepoints[inside]
+        return np.where(found, position + 1, self.UNKNOWN_ID).astype(np.int64)
+
+    def encode_with_offsets(self, text: str) -> Offsets:
+        codepoints = _codepoints(text).astype(np.int64)
+        ids = torch.from_numpy(self._ids(codepoints))
+        token_bytes = torch.from_numpy(_utf8_lengths(codepoints))
+        return ids, token_bytes, torch.ones_like(ids)
+
+    def decode(self, ids: Sequence[int] | torch.Tensor) -> str:
+        ids = _as_int_array(ids)
+        if ids.size and (ids.min() < 0 or ids.max() >= self.vocab_size):
+            raise ValueError(f"char tokenizer: ids must be in [0, {self.vocab_size})")
+        table = np.concatenate([[ord(self.UNKNOWN_TEXT)], self._sorted_codepoints]).astype("<u4")
+        return table[ids].tobytes().decode("utf-32-le", "surrogatepass")
+
+    def unseen_count(self, text: str) -> int:
+        return int((self._ids(_codepoints(text).astype(np.int64)) == self.UNKNOWN_ID).sum())
+
+    def _payload(self) -> dict:
+        return {"chars": self.chars}
+
+
+def _is_char_start(byte_values: np.ndarray) -> np.ndarray:
+    return (byte_values & 0xC0) != 0x80  # UTF-8 continuation bytes are 10xxxxxx
+
+
+class BytesTokenizer(Tokenizer):
+    """The 256 byte values of the UTF-8 text: nothing is unknown, and nothing to fit."""
+
+    name = "bytes"
+    needs_fitting = False
+
+    @property
+    def vocab_size(self) -> int:
+        return 256
+
+    def encode_with_offsets(self, text: str) -> Offsets:
+        values = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8).astype(np.int64)
+        ids = torch.from_numpy(values)
+        return ids, torch.ones_like(ids), torch.from_numpy(_is_char_start(values).astype(np.int64))
+
+    def decode(self, ids: Sequence[int] | torch.Tensor) -> str:
+        # A window can start or end inside a character; those partial characters decode as U+FFFD.
+        return bytes(_as_int_array(ids).astype(np.uint8).tobytes()).decode("utf-8", errors="replace")
+
+    def _payload(self) -> dict:
+        return {}
+
+
+@functools.cache
+def _byte_level_alphabet() -> dict[str, int]:
+    """GPT-2's byte-level alphabet: the printable character standing for each byte -> the byte."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
+    printable += list(range(ord("®"), ord("ÿ") + 1))
+    byte_values, shifted = printable[:], 0
+    chars = printable[:]
+    for b in range(256):
+        if b not in printable:
+            byte_values.append(b)
+            chars.append(256 + shifted)
+            shifted += 1
+    return {chr(c): b for b, c in zip(byte_values, chars, strict=True)}
+
+
+class ByteLevelBPETokenizer(Tokenizer):
+    """A Hugging Face `tokenizers` byte-level BPE: trained here (name "bpe") or GPT-2's (name "gpt2")."""
+
+    needs_fitting = False  # set per instance
+
+    def __init__(self, hf_tokenizer, name: str):
+        self.name = name
+        self.needs_fitting = name == "bpe"
+        self.hf = hf_tokenizer
+        self._token_bytes, self._token_chars = self._tables()
+
+    def _tables(self) -> tuple[np.ndarray, np.ndarray]:
+        """Bytes and character starts of every vocabulary entry: a token always stands for the same bytes, so
+        the per-token counts are two table lookups."""
+        alphabet = _byte_level_alphabet()
+        token_bytes = np.zeros(self.vocab_size, dtype=np.int64)
+        token_chars = np.zeros(self.vocab_size, dtype=np.int64)
+        for token, index in self.hf.get_vocab(with_added_tokens=True).items():
+            if all(c in alphabet for c in token):
+                raw = np.array([alphabet[c] for c in token], dtype=np.uint8)
+            else:  # an added token is stored as its own text
+                raw = np.frombuffer(token.encode("utf-8"), dtype=np.uint8)
+            token_bytes[index] = raw.size
+            token_chars[index] = int(_is_char_start(raw).sum())
+        return token_bytes, token_chars
+
+    @property
+    def vocab_size(self) -> int:
+        return self.hf.get_vocab_size(with_added_tokens=True)
+
+    def _offsets(self, encoding) -> Offsets:
+        ids = np.asarray(encoding.ids, dtype=np.int64)
+        return (
+            torch.from_numpy(ids),
+            torch.from_numpy(self._token_bytes[ids]),
+            torch.from_numpy(self._token_chars[ids]),
+        )
+
+    def encode_with_offsets(self, text: str) -> Offsets:
+        return self._offsets(self.hf.encode(text, add_special_tokens=False))
+
+    def encode_many_with_offsets(self, texts: Sequence[str]) -> list[Offsets]:
+        # encode_batch runs on all cores in Rust: one call for all the documents of a split.
+        return [self._offsets(e) for e in self.hf.encode_batch(list(texts), add_special_tokens=False)]
+
+    def decode(self, ids: Sequence[int] | torch.Tensor) -> str:
+        return self.hf.decode(_as_int_array(ids).tolist(), skip_special_tokens=False)
+
+    def _payload(self) -> dict:
+        return {"hf": json.loads(self.hf.to_str())}
+
+
+def _new_byte_level_hf(model):
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import decoders, pre_tokenizers
+
+    hf = HFTokenizer(model)
+    # GPT-2's pre-tokenizer (its regex, no prefix space) and decoder: the text round-trips exactly.
+    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    hf.decoder = decoders.ByteLevel()
+    return hf
+
+
+def train_bpe(texts: Sequence[str], vocab_size: int = 2048) -> ByteLevelBPETokenizer:
+    """Byte-level BPE trained on texts only. The initial alphabet is all 256 bytes, so any text is encodable;
+    training is deterministic (same texts, same merges)."""
+    from tokenizers import models, pre_tokenizers, trainers
+
+    hf = _new_byte_level_hf(models.BPE())
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        special_tokens=[],
+        show_progress=False,
+    )
+    hf.train_from_iterator(list(texts), trainer=trainer)
+    return ByteLevelBPETokenizer(hf, "bpe")
+
+
+def load_gpt2(encoder_json: str | Path, vocab_bpe: str | Path) -> ByteLevelBPETokenizer:
+    from tokenizers import models
+
+    return ByteLevelBPETokenizer(
+        _new_byte_level_hf(models.BPE.from_file(str(encoder_json), str(vocab_bpe))), "gpt2"
+    )
+
+
+def tokenizer_from_json(text: str) -> Tokenizer:
+    payload = json.loads(text)
+    kind = payload.get("kind")
+    if kind == "char":
+        return CharTokenizer(payload["chars"])
+    if kind == "bytes":
+        return BytesTokenizer()
+    if kind in ("bpe", "gpt2"):
+        from tokenizers import Tokenizer as HFTokenizer
+
+        return ByteLevelBPETokenizer(HFTokenizer.from_str(json.dumps(payload["hf"])), kind)
+    raise DataError(f"tokenizer JSON: unknown kind {kind!r}; expected one of char, bytes, bpe, gpt2")
+
+
+def load_tokenizer(directory: str | Path) -> Tokenizer:
+    path = Path(directory)
+    path = path / TOKENIZER_FILE if path.is_dir() else path
+    return tokenizer_from_json(path.read_text(encoding="utf-8"))
+
+
+def build_tokenizer(config: TokenizerConfig, fit_texts: Sequence[str], root: DataRoot) -> Tokenizer:
+    """The tokenizer a `data.tokenizer` config asks for: char and bpe are fitted on fit_texts (the train split
+    only); gpt2 reads encoder.json and vocab.bpe from <root>/gpt2/ (downloaded there if missing)."""
+    if config.name == "char":
+        return CharTokenizer.fit(fit_texts)
+    if config.name == "bytes":
+        return BytesTokenizer()
+    if config.name == "bpe":
+        return train_bpe(fit_texts, config.vocab_size)
+    if config.name == "gpt2":
+        from tinygpt.data.download import ensure_files
+        from tinygpt.data.sources import GPT2_FILES
+
+        encoder_json, vocab_bpe = ensure_files(root, GPT2_FILES, "GPT-2's tokenizer")
+        return load_gpt2(encoder_json, vocab_bpe)
+    raise DataError(
+        f"data.tokenizer.name={config.name!r}: unknown tokenizer; choose char, bytes, bpe or gpt2"
+    )

@@ -1,0 +1,18 @@
+"""The GPT model: every architecture switch of the spec, chosen by config alone."""
+
+from .config import GPTConfig
+from .generate import generate
+from .gpt import GPT, GPTOutput
+from .kv_cache import KVCache, kv_cache_bytes_per_token
+from .params import build_on_meta, parameter_breakdown
+
+__all__ = [
+    "GPT",
+    "GPTConfig",
+    "GPTOutput",
+    "KVCache",
+    "build_on_meta",
+    "generate",
+    "kv_cache_bytes_per_token",
+    "parameter_breakdown",
+]

@@ -1,0 +1,60 @@
+"""Causal self-attention with grouped-query heads, optional QK-norm, RoPE and a KV cache."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .config import GPTConfig
+from .kv_cache import KVCache
+from .norm import RMSNorm
+from .position import apply_rope
+
+
+class CausalSelfAttention(nn.Module):
+    """n_heads query heads share n_kv_heads key/value heads (n_kv_heads = n_heads: plain multi-head)."""
+
+    def __init__(self, config: GPTConfig, layer_index: int):
+        super().__init__()
+        self.layer_index = layer_index  # which of the KV cache's per-layer buffers is this layer's
+        self.n_heads, self.n_kv_heads = config.n_heads, config.resolved_kv_heads
+        self.head_dim = config.resolved_head_dim
+        self.dropout = config.dropout
+        d, kv_width = config.d_model, self.n_kv_heads * self.head_dim
+        # Separate projections, since keys and values are narrower than queries under GQA (000).
+        self.q_proj = nn.Linear(d, self.n_heads * self.head_dim, bias=config.bias)
+        self.k_proj = nn.Linear(d, kv_width, bias=config.bias)
+        self.v_proj = nn.Linear(d, kv_width, bias=config.bias)
+        self.out_proj = nn.Linear(self.n_heads * self.head_dim, d, bias=config.bias)
+        # Qwen3's QK-norm: one RMSNorm over head_dim, shared by all heads of the layer.
+        self.q_norm = RMSNorm(self.head_dim, config.norm_eps) if config.qk_norm else None
+        self.k_norm = RMSNorm(self.head_dim, config.norm_eps) if config.qk_norm else None
+
+    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None = None,
+                cache: KVCache | None = None) -> torch.Tensor:
+        """x: (B, T, d). rope: cos and sin rows for x's positions, or None. cache: past keys and values."""
+        B, T, _ = x.shape
+        q = self.q_proj(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        if rope is not None:  # values are never rotated: position decides who attends, not what is passed
+            q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+        dropout_p = self.dropout if self.training else 0.0
+        if cache is None:
+            k, v = self._repeat_kv(k), self._repeat_kv(v)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout_p)
+        else:
+            # The cache keeps the un-repeated heads; attention runs over its full, fixed-size buffers
+            # with the cache's mask hiding the future and the unwritten slots.
+            k, v = cache.store(self.layer_index, k, v)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=cache.mask, dropout_p=dropout_p,
+                                               enable_gqa=self.n_kv_heads != self.n_heads)
+        return self.out_proj(y.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim))
+
+    def _repeat_kv(self, t: torch.Tensor) -> torch.Tensor:
+        """Line each key/value head up with its group of query heads: heads [a, b] become [a, a, b, b]."""
+        group = self.n_heads // self.n_kv_heads
+        return t if group == 1 else t.repeat_interleave(group, dim=1)

@@ -1,0 +1,43 @@
+"""The transformer block: attention and an MLP, each read through a norm and merged into the stream."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .attention import CausalSelfAttention
+from .config import GPTConfig
+from .kv_cache import KVCache
+from .mlp import MoE, make_mlp
+from .norm import make_norm
+
+
+class Block(nn.Module):
+    def __init__(self, config: GPTConfig, layer_index: int):
+        super().__init__()
+        self.prenorm, self.residual = config.prenorm, config.residual
+        self.norm1 = make_norm(config.norm, config.d_model, config.norm_eps, config.bias)
+        self.attention = CausalSelfAttention(config, layer_index)
+        self.norm2 = make_norm(config.norm, config.d_model, config.norm_eps, config.bias)
+        self.mlp = make_mlp(config)
+        self.drop = nn.Dropout(config.dropout)  # on each sublayer's output, before it reaches the stream
+
+    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None = None,
+                cache: KVCache | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The new stream, and the MLP's load-balancing loss (None unless it is a mixture of experts)."""
+        if not self.prenorm:  # the 2017 layout: add, then normalize
+            x = self.norm1(self.merge(x, self.drop(self.attention(x, rope, cache))))
+            y, aux_loss = self.feed_forward(x)
+            return self.norm2(self.merge(x, self.drop(y))), aux_loss
+        x = self.merge(x, self.drop(self.attention(self.norm1(x), rope, cache)))
+        y, aux_loss = self.feed_forward(self.norm2(x))
+        return self.merge(x, self.drop(y)), aux_loss
+
+    def merge(self, stream: torch.Tensor, update: torch.Tensor) -> torch.Tensor:
+        """Add a sublayer's output to the residual stream, or (residual=False) replace the stream by it."""
+        return stream + update if self.residual else update
+
+    def feed_forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        if isinstance(self.mlp, MoE):
+            return self.mlp(x)
+        return self.mlp(x), None

@@ -1,0 +1,96 @@
+"""The feed-forward sublayers: GPT-2's GELU MLP, SwiGLU, and a mixture of SwiGLU experts (000)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .config import GPTConfig
+
+
+class GeluMLP(nn.Module):
+    """Expand, GELU, project back: GPT-2's feed-forward network (two matrices)."""
+
+    def __init__(self, d: int, hidden: int, bias: bool = True):
+        super().__init__()
+        self.fc = nn.Linear(d, hidden, bias=bias)
+        self.proj = nn.Linear(hidden, d, bias=bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # GPT-2 (and chapter 4's GELU class) use the tanh approximation.
+        return self.proj(F.gelu(self.fc(x), approximate="tanh"))
+
+
+class SwiGLU(nn.Module):
+    """down(SiLU(gate(x)) * up(x)) (Shazeer, 2020), three matrices.
+
+    Never has biases, whatever GPTConfig.bias says: 000's SwiGLU is bias-free, and its "+ SwiGLU only"
+    count (28,916,736, on a model whose other layers have biases) depends on it.
+    """
+
+    def __init__(self, d: int, hidden: int):
+        super().__init__()
+        self.gate = nn.Linear(d, hidden, bias=False)
+        self.up = nn.Linear(d, hidden, bias=False)
+        self.down = nn.Linear(hidden, d, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(F.silu(self.gate(x)) * self.up(x))
+
+
+def route(router_logits: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each token's top_k experts and their weights, a softmax over just the chosen scores.
+
+    router_logits: (tokens, n_experts). Returns weights and expert indices, each (tokens, top_k).
+    Scores [2.0, -1.0, 0.5, 1.5] with top_k=2 give experts [0, 3] with weights [0.62, 0.38].
+    """
+    scores, chosen = router_logits.topk(top_k, dim=-1)
+    return torch.softmax(scores, dim=-1), chosen
+
+
+def load_balancing_loss(router_logits: torch.Tensor, chosen: torch.Tensor, n_experts: int) -> torch.Tensor:
+    """Switch Transformer's auxiliary loss, n_experts * sum_i f_i * P_i.
+
+    f_i is the fraction of routing assignments that went to expert i (tokens x top_k of them, so the f_i
+    sum to 1) and P_i the mean router probability of expert i. It is 1 when routing is uniform and grows
+    to n_experts when everything goes to one expert. Only P carries a gradient; f comes from a top-k.
+    """
+    probs = torch.softmax(router_logits.float(), dim=-1)
+    assigned = F.one_hot(chosen, n_experts).float()  # (tokens, top_k, n_experts)
+    fraction = assigned.sum(dim=(0, 1)) / chosen.numel()
+    return n_experts * (fraction * probs.mean(dim=0)).sum()
+
+
+class MoE(nn.Module):
+    """A router picks top_k of n_experts SwiGLU networks per token and mixes their outputs (000)."""
+
+    def __init__(self, d: int, hidden: int, n_experts: int, top_k: int):
+        super().__init__()
+        self.router = nn.Linear(d, n_experts, bias=False)
+        self.experts = nn.ModuleList(SwiGLU(d, hidden) for _ in range(n_experts))
+        self.top_k = top_k
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """x: (..., d). Returns the mixed output, shaped like x, and the load-balancing loss (unweighted)."""
+        flat = x.reshape(-1, x.shape[-1])
+        router_logits = self.router(flat)
+        weights, chosen = route(router_logits, self.top_k)
+        out = torch.zeros_like(flat)
+        # Dispatch by expert: each expert runs once, on all the tokens that chose it (in either slot).
+        for e, expert in enumerate(self.experts):
+            rows, slot = (chosen == e).nonzero(as_tuple=True)
+            contribution = weights[rows, slot, None].type_as(flat) * expert(flat[rows])
+            out = out.index_add(0, rows, contribution)
+        return out.view_as(x), load_balancing_loss(router_logits, chosen, len(self.experts))
+
+
+def make_mlp(config: GPTConfig) -> nn.Module:
+    hidden = config.resolved_mlp_hidden
+    if config.mlp == "gelu":
+        return GeluMLP(config.d_model, hidden, bias=config.bias)
+    if config.mlp == "swiglu":
+        return SwiGLU(config.d_model, hidden)
+    if config.mlp == "moe":
+        return MoE(config.d_model, hidden, config.n_experts, config.top_k)
+    raise ValueError(f"mlp={config.mlp!r} is not allowed: must be one of gelu, swiglu, moe")

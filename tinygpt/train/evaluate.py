@@ -1,0 +1,60 @@
+"""Scoring checkpoints after training: dev, or the held-out test split when explicitly asked."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from tinygpt.data import TextDataModule
+from tinygpt.metrics import score
+from tinygpt.train.checkpoints import load_model
+from tinygpt.train.record import read_record
+
+EVALUATIONS = "evaluations.jsonl"
+
+
+def run_checkpoints(run_dir: Path) -> list[Path]:
+    """Kept checkpoints in step order, then last.ckpt."""
+    ckpt_dir = run_dir / "checkpoints"
+    kept = sorted(p for p in ckpt_dir.glob("*.ckpt") if p.name != "last.ckpt")
+    last = ckpt_dir / "last.ckpt"
+    return kept + ([last] if last.exists() else [])
+
+
+def evaluate(run_dir: str | None, ckpt: str | None = None, split: str = "dev", device: str = "cpu") -> list[dict]:
+    if split not in ("dev", "test"):
+        raise ValueError(f"split={split!r} is not allowed; choose dev or test")
+    if ckpt:
+        checkpoints = [Path(ckpt)]
+        run_dir = Path(run_dir) if run_dir else Path(ckpt).resolve().parent.parent
+    elif run_dir:
+        run_dir = Path(run_dir)
+        checkpoints = run_checkpoints(run_dir)
+        if not checkpoints:
+            raise FileNotFoundError(f"no checkpoints under {run_dir / 'checkpoints'}")
+    else:
+        raise ValueError("give run_dir=<a run's folder> or ckpt=<a checkpoint file>")
+    record = read_record(run_dir)
+    if record is None:
+        raise FileNotFoundError(f"{run_dir / 'run.json'} not found: evaluate needs the run's record to rebuild "
+                                "its data splits")
+    cfg = OmegaConf.create(record["config"])
+    rows, datamodule = [], None
+    for path in checkpoints:
+        model, tokenizer, checkpoint = load_model(path)
+        if datamodule is None:
+            datamodule = TextDataModule(cfg.data, context_length=model.config.context_length, seed=cfg.seed,
+                                        tokenizer=tokenizer)
+            datamodule.setup("validate")
+            loader = datamodule.val_dataloader() if split == "dev" else datamodule.test_dataloader()
+        result = score(model.to(device), loader, device)
+        row = {"checkpoint": str(path), "step": checkpoint.get("global_step"), "split": split,
+               **{k: float(v) for k, v in result.items() if getattr(v, "numel", lambda: 1)() == 1}}
+        rows.append(row)
+        if split == "test":
+            with open(run_dir / EVALUATIONS, "a") as log:
+                log.write(json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **row}) + "\n")
+    return rows

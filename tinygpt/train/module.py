@@ -1,0 +1,109 @@
+"""The LightningModule: one GPT, its loss, its optimizer and its dev score in bits per byte."""
+
+from __future__ import annotations
+
+import math
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+
+from tinygpt.metrics import BitsPerByte
+from tinygpt.model import GPT, GPTConfig
+from tinygpt.train.optim import OptimConfig, build_optimizer
+
+LN2 = math.log(2)
+
+
+class NonFiniteLossError(FloatingPointError):
+    """Raised when the training loss is NaN or infinite; the last good checkpoint is kept."""
+
+
+class GPTModule(L.LightningModule):
+    """Wraps :class:`GPT`. Hyperparameters are plain dicts so checkpoints load with ``weights_only=True``."""
+
+    def __init__(self, model: dict, optim: dict, max_steps: int, tokenizer_json: str | None = None):
+        super().__init__()
+        # logger=False: the run logs its own hparams (the switches, not a tokenizer's JSON) with a metric
+        self.save_hyperparameters(ignore=["tokenizer_json"], logger=False)
+        self.tokenizer_json = tokenizer_json
+        self.model_config = GPTConfig(**model)
+        self.optim_config = OptimConfig(**optim)
+        self.model = GPT(self.model_config)
+        self.dev_score = BitsPerByte()
+        self.best_dev_bpb = math.inf
+        self.best_dev_step = -1
+
+    def forward(self, idx: torch.Tensor):
+        return self.model(idx)
+
+    def training_step(self, batch, batch_idx):
+        inputs, targets = batch
+        out = self.model(inputs)
+        loss = F.cross_entropy(out.logits.flatten(0, 1), targets.flatten())
+        if not torch.isfinite(loss):
+            raise NonFiniteLossError(
+                f"training loss is {loss.item()} at step {self.global_step + 1}; stopping. "
+                "The last good checkpoint is kept (checkpoints/last.ckpt)."
+            )
+        self.log("train/loss", loss, prog_bar=True)
+        self.log("train/loss_bits", loss / LN2)
+        if self.model_config.mlp == "moe":
+            self.log("train/moe_aux_loss", out.aux_loss)
+        self.log("train/lr", self.lr_schedulers().get_last_lr()[0])
+        return loss + out.aux_loss
+
+    def on_before_optimizer_step(self, optimizer):
+        # before clipping: the norm the clip acts on
+        norms = [p.grad.detach().norm() for p in self.parameters() if p.grad is not None]
+        self.log("train/grad_norm", torch.stack(norms).norm())
+
+    def validation_step(self, batch, batch_idx):
+        logits = self.model(batch["input"]).logits
+        self.dev_score.update(
+            logits, batch["target"], batch["scored"], batch["target_bytes"], batch["target_chars"]
+        )
+
+    def on_validation_epoch_end(self):
+        score = self.dev_score.compute()
+        self.dev_score.reset()
+        bpb = float(score["bits_per_byte"])
+        if bpb < self.best_dev_bpb:
+            self.best_dev_bpb, self.best_dev_step = bpb, self.global_step
+        self.last_dev_score = {k: float(v) for k, v in score.items() if torch.as_tensor(v).numel() == 1}
+        metrics = {"dev/bpb": bpb, "dev/loss": float(score["loss"]),
+                   "dev/bits_per_token": float(score["bits_per_token"]),
+                   "dev/bits_per_char": float(score["bits_per_char"]),
+                   "dev/best_bpb": self.best_dev_bpb, "hp/best_dev_bpb": self.best_dev_bpb}
+        # for the progress bar, callbacks and checkpoint monitors
+        self.log_dict({k: v for k, v in metrics.items() if k != "dev/bpb"}, logger=False)
+        self.log("dev/bpb", bpb, prog_bar=True, logger=False)
+        # to the loggers at the optimizer step count (50, 100, ... as in 000's figure); self.log would file
+        # them one step earlier, at Lightning's 0-based batch index
+        if not self.trainer.sanity_checking:
+            for logger in self.loggers:
+                logger.log_metrics(metrics, step=self.global_step)
+
+    def configure_optimizers(self):
+        optimizer, schedule = build_optimizer(self.model, self.optim_config, self.hparams.max_steps)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+
+    # Exact resume: Lightning restores weights, optimizer, scheduler and loop counters; the batch stream is a
+    # function of (seed, step); what is left is the RNG that dropout draws from, and the best score so far.
+    def on_save_checkpoint(self, checkpoint):
+        checkpoint["rng_state"] = {"torch": torch.get_rng_state()}
+        if torch.cuda.is_available():
+            checkpoint["rng_state"]["cuda"] = torch.cuda.get_rng_state_all()
+        checkpoint["best_dev"] = {"bpb": self.best_dev_bpb, "step": self.best_dev_step}
+        if self.tokenizer_json is not None:
+            checkpoint["tokenizer"] = self.tokenizer_json  # a checkpoint is self-contained
+
+    def on_load_checkpoint(self, checkpoint):
+        rng = checkpoint.get("rng_state")
+        if rng is not None:
+            torch.set_rng_state(rng["torch"])
+            if "cuda" in rng and torch.cuda.is_available():
+                torch.cuda.set_rng_state_all(rng["cuda"])
+        best = checkpoint.get("best_dev")
+        if best is not None:
+            self.best_dev_bpb, self.best_dev_step = best["bpb"], best["step"]

@@ -1,0 +1,65 @@
+"""AdamW with 003's parameter groups: weight decay on matrices (a tied embedding included), none on
+norm gains and biases."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from omegaconf import OmegaConf
+
+from tinygpt.train.schedules import SCHEDULES, make_lr_lambda
+
+
+@dataclass
+class OptimConfig:
+    lr: float = 1e-3
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.95])
+    weight_decay: float = 0.1
+    warmup_steps: int = 200
+    schedule: str = "constant"
+    min_lr_ratio: float = 0.1
+    decay_fraction: float = 0.2
+    grad_clip: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"optim.schedule={self.schedule!r} is not allowed; choose one of {', '.join(SCHEDULES)}")
+        if not self.lr > 0:
+            raise ValueError(f"lr={self.lr} must be positive")
+        if len(self.betas) != 2:
+            raise ValueError(f"optim.betas={list(self.betas)} must be two numbers")
+        if not 0 <= self.min_lr_ratio <= 1:
+            raise ValueError(f"optim.min_lr_ratio={self.min_lr_ratio} must be in [0, 1]")
+
+    @classmethod
+    def from_omegaconf(cls, node) -> OptimConfig:
+        """Validated against the dataclass: unknown keys and wrong types fail, naming the key."""
+        if OmegaConf.is_config(node):  # resolve ``lr: ${lr}`` against the full config first
+            node = OmegaConf.to_container(node, resolve=True)
+        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(cls), node))
+
+
+def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
+    decay, no_decay = [], []
+    for param in model.parameters():
+        if param.requires_grad:
+            (decay if param.dim() >= 2 else no_decay).append(param)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def build_optimizer(model: torch.nn.Module, cfg: OptimConfig, total_steps: int):
+    optimizer = torch.optim.AdamW(
+        parameter_groups(model, cfg.weight_decay), lr=cfg.lr, betas=tuple(cfg.betas)
+    )
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer,
+        make_lr_lambda(
+            schedule=cfg.schedule,
+            warmup_steps=cfg.warmup_steps,
+            total_steps=total_steps,
+            min_lr_ratio=cfg.min_lr_ratio,
+            decay_fraction=cfg.decay_fraction,
+        ),
+    )
+    return optimizer, schedule

@@ -1,0 +1,67 @@
+"""The run record: ``run.json`` in the job's directory, a small machine-readable summary for the report
+tool (resolved config, parameter count, data splits, the validation curve, best and final metrics,
+status). Written atomically at start, at every validation and at the end."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import lightning as L
+
+RECORD_NAME = "run.json"
+
+
+def write_json_atomic(path: Path, payload: dict) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(payload, indent=2, default=float))
+    os.replace(tmp, path)
+
+
+def read_record(run_dir: Path) -> dict | None:
+    path = Path(run_dir) / RECORD_NAME
+    if not path.exists():
+        return None
+    return json.loads(path.read_text())
+
+
+class RunRecord(L.Callback):
+    def __init__(self, run_dir: Path, header: dict):
+        self.path = Path(run_dir) / RECORD_NAME
+        previous = read_record(run_dir) or {}
+        self.record = {**header, "status": "running", "curve": previous.get("curve", []),
+                       "wall_time_s": previous.get("wall_time_s", 0.0)}
+        self._started = time.time()
+        self._wall_before = self.record["wall_time_s"]
+
+    def on_train_start(self, trainer, pl_module):
+        # (after the checkpoint is restored) a resumed run drops curve points past the checkpoint it resumed from
+        self.record["curve"] = [p for p in self.record["curve"] if p["step"] <= trainer.global_step]
+        self.record["resumed_from_step"] = trainer.global_step or None
+        self._write()
+
+    def on_validation_end(self, trainer, pl_module):
+        if trainer.sanity_checking:
+            return
+        point = {"step": trainer.global_step, **{f"dev_{k}": v for k, v in pl_module.last_dev_score.items()}}
+        train_loss = trainer.callback_metrics.get("train/loss")
+        if train_loss is not None:
+            point["train_loss"] = float(train_loss)
+        self.record["curve"] = [p for p in self.record["curve"] if p["step"] != point["step"]] + [point]
+        best = min(self.record["curve"], key=lambda p: p["dev_bits_per_byte"])
+        self.record["best"] = {"step": best["step"], "dev_bpb": best["dev_bits_per_byte"],
+                               "dev_loss": min(p["dev_loss"] for p in self.record["curve"])}
+        self._write()
+
+    def finish(self, status: str, **extra) -> dict:
+        self.record.update(status=status, **extra)
+        if self.record["curve"]:
+            self.record["final"] = self.record["curve"][-1]
+        self._write()
+        return self.record
+
+    def _write(self) -> None:
+        self.record["wall_time_s"] = self._wall_before + time.time() - self._started
+        write_json_atomic(self.path, self.record)

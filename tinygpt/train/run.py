@@ -1,0 +1,129 @@
+"""One training run from a composed config: data, model, Trainer, callbacks; resume; the run record."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import lightning as L
+from hydra.utils import instantiate
+from lightning.pytorch.callbacks import ModelCheckpoint
+from omegaconf import DictConfig, OmegaConf
+
+from tinygpt.data import TextDataModule
+from tinygpt.model import GPTConfig
+from tinygpt.train.checkpoints import resume_path
+from tinygpt.train.module import GPTModule
+from tinygpt.train.optim import OptimConfig
+from tinygpt.train.record import RunRecord, read_record
+from tinygpt.train.sampling import TextSampler
+from tinygpt.train.speed import SpeedMonitor, flops_per_token
+
+
+def model_config(cfg: DictConfig, vocab_size: int) -> GPTConfig:
+    """The typed model config, with the vocabulary filled from the tokenizer; fails before training."""
+    model = OmegaConf.to_container(cfg.model, resolve=True)
+    if model.get("vocab_size", 0) in (0, None):
+        model["vocab_size"] = vocab_size
+    elif model["vocab_size"] < vocab_size:
+        raise ValueError(f"model.vocab_size={model['vocab_size']} is smaller than the tokenizer's "
+                         f"{vocab_size}; set model.vocab_size=0 to take the tokenizer's")
+    return GPTConfig.from_omegaconf(model)
+
+
+def hparams(cfg: DictConfig, config: GPTConfig, optim: OptimConfig) -> dict:
+    """The switches shown in TensorBoard's hparams tab."""
+    data = cfg.data
+    return {
+        **{f"model/{k}": ("null" if v is None else v) for k, v in vars(config).items()},
+        **{f"optim/{k}": str(v) if isinstance(v, list) else v for k, v in vars(optim).items()},
+        "data/name": data.name, "data/tokenizer": data.tokenizer.name, "data/fraction": str(data.fraction),
+        "seed": cfg.seed, "max_steps": cfg.trainer.max_steps,
+    }
+
+
+def build_callbacks(cfg, run_dir: Path, module: GPTModule, datamodule, record: RunRecord) -> list:
+    ckpt_dir = run_dir / "checkpoints"
+    callbacks = [
+        # last.ckpt: the full training state, for resume
+        ModelCheckpoint(dirpath=ckpt_dir, save_last=True, save_top_k=0,
+                        every_n_train_steps=cfg.checkpoint.every_n_steps),
+        SpeedMonitor(flops_per_token(module.model.num_parameters(), module.model_config.n_layers,
+                                     module.model_config.context_length, module.model_config.d_model),
+                     peak_flops=cfg.speed.peak_flops.get(str(cfg.trainer.precision))),
+        TextSampler(datamodule.tokenizer, cfg.sample.prompt, cfg.sample.max_new_tokens,
+                    cfg.sample.temperature, cfg.sample.top_k, cfg.seed),
+        record,
+    ]
+    if cfg.checkpoint.keep_every_n_steps:
+        # kept checkpoints at the scoring steps: weights only, for evaluate.py and generate.py. monitor="step"
+        # keeps them all and gives this callback its own state key beside the last.ckpt one
+        callbacks.append(ModelCheckpoint(dirpath=ckpt_dir, filename="step{step:06d}", auto_insert_metric_name=False,
+                                         monitor="step", mode="max", save_top_k=-1, save_weights_only=True,
+                                         every_n_train_steps=cfg.checkpoint.keep_every_n_steps))
+    return callbacks
+
+
+def train(cfg: DictConfig, run_dir: str | Path) -> dict:
+    run_dir = Path(run_dir)
+    previous = read_record(run_dir)
+    if cfg.resume == "auto" and not cfg.ckpt_path and previous and previous.get("status") == "finished":
+        print(f"[tinygpt] {run_dir} already finished (best dev bpb {previous.get('best', {}).get('dev_bpb')}); "
+              "skipping. Use resume=never to train it again.")
+        return previous
+    ckpt_path = resume_path(run_dir, cfg.resume, cfg.ckpt_path)
+    if cfg.resume == "never" and (run_dir / "checkpoints").exists() and not cfg.ckpt_path:
+        raise FileExistsError(f"{run_dir / 'checkpoints'} already holds checkpoints and resume=never: "
+                              "pick another output dir rather than overwrite them")
+
+    L.seed_everything(cfg.seed, workers=True)
+    datamodule = TextDataModule(cfg.data, context_length=cfg.model.context_length, seed=cfg.seed)
+    datamodule.setup("fit")
+    for line in datamodule.summary_lines():
+        print(f"[tinygpt] {line}")
+    config = model_config(cfg, datamodule.vocab_size)
+    optim = OptimConfig.from_omegaconf(cfg.optim)
+
+    L.seed_everything(cfg.seed, workers=True)  # model init depends on the seed alone, not on data setup
+    module = GPTModule(vars(config), vars(optim), cfg.trainer.max_steps, datamodule.tokenizer.to_json())
+    n_params = module.model.num_parameters()
+    print(f"[tinygpt] model: {n_params:,} parameters; run dir: {run_dir}")
+
+    record = RunRecord(run_dir, {
+        "config": OmegaConf.to_container(cfg, resolve=True), "parameters": n_params,
+        "data": datamodule.describe(), "run_dir": str(run_dir),
+    })
+    loggers = [instantiate(logger, save_dir=str(run_dir)) for logger in cfg.logger.values()]
+    trainer = L.Trainer(**OmegaConf.to_container(cfg.trainer, resolve=True),
+                        logger=loggers, callbacks=build_callbacks(cfg, run_dir, module, datamodule, record),
+                        default_root_dir=str(run_dir), max_epochs=-1, num_sanity_val_steps=0,
+                        gradient_clip_val=optim.grad_clip)
+    for logger in loggers:
+        logger.log_hyperparams(hparams(cfg, config, optim), metrics={"hp/best_dev_bpb": math.nan})
+    try:
+        trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
+        if datamodule.has_dev and (not record.record["curve"]
+                                   or record.record["curve"][-1]["step"] != trainer.global_step):
+            trainer.validate(module, datamodule=datamodule, verbose=False)
+    except BaseException as err:
+        record.finish("failed", error=f"{type(err).__name__}: {err}", step=trainer.global_step)
+        raise
+    sampler = next(c for c in trainer.callbacks if isinstance(c, TextSampler))
+    sample = sampler.last_sample or sampler.sample(module)
+    result = record.finish("finished", step=trainer.global_step, sample=sample,
+                           tokens_per_sec=next(c for c in trainer.callbacks
+                                               if isinstance(c, SpeedMonitor)).tokens_per_sec)
+    report(result, run_dir, loggers)
+    return result
+
+
+def report(result: dict, run_dir: Path, loggers) -> None:
+    final, best = result.get("final"), result.get("best")
+    print("\n[tinygpt] ---- done ----")
+    if final:
+        print(f"[tinygpt] dev bits per byte at step {final['step']}: {final['dev_bits_per_byte']:.4f} "
+              f"(best {best['dev_bpb']:.4f} at step {best['step']})")
+    print(f"[tinygpt] sample:\n{result['sample']}\n")
+    for logger in loggers:
+        print(f"[tinygpt] {type(logger).__name__} logs: {logger.log_dir}  (tensorboard --logdir outputs)")
+    print(f"[tinygpt] checkpoints: {run_dir / 'checkpoints'}; run record: {run_dir / 'run.json'}")
