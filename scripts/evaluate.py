@@ -19,6 +19,8 @@ def main(cfg: DictConfig) -> None:
     for row in evaluate(cfg.run_dir, ckpt=cfg.ckpt, split=cfg.split, device=cfg.device):
         print(f"{row['checkpoint']}: step {row['step']}  {row['split']} bits per byte {row['bits_per_byte']:.4f}"
               f"  (bits/token {row['bits_per_token']:.4f}, bits/char {row['bits_per_char']:.4f})")
+        for name, bpb in row.get("per_document_bpb", {}).items():
+            print(f"    {name}: {bpb:.4f} bits per byte")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from tinygpt.model import GPTConfig, build_on_meta, parameter_breakdown
+from tinygpt.model import GPTConfig, build_on_meta, kv_cache_bytes_per_token, parameter_breakdown
 from tinygpt.model.params import GROUPS, formula_count
 
 
@@ -30,6 +30,9 @@ def report(config: GPTConfig) -> str:
     L, D, V = config.n_layers, config.d_model, config.vocab_size
     lines.append(f"formula 12·L·D² + V·D = {formula_count(config):,}  (L={L}, D={D}, V={V}), "
                  f"counted {total:,}")
+    fp32, bf16 = (kv_cache_bytes_per_token(config, bytes_per_number=n) for n in (4, 2))
+    lines.append(f"KV cache per token: {fp32:,} bytes fp32, {bf16 / 1024:,.0f} KiB bf16 "
+                 f"({config.resolved_kv_heads} KV heads x {config.resolved_head_dim} x {L} layers)")
     lines.append(f"total parameters: {total:,}")
     return "\n".join(lines)
 

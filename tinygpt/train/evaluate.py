@@ -50,9 +50,14 @@ def evaluate(run_dir: str | None, ckpt: str | None = None, split: str = "dev", d
                                         tokenizer=tokenizer)
             datamodule.setup("validate")
             loader = datamodule.val_dataloader() if split == "dev" else datamodule.test_dataloader()
-        result = score(model.to(device), loader, device)
+            documents = datamodule.dev_documents if split == "dev" else datamodule.test_documents
+        # per-document totals (003's per-post table) when the split has several documents
+        result = score(model.to(device), loader, device, n_documents=len(documents) if len(documents) > 1 else 0)
         row = {"checkpoint": str(path), "step": checkpoint.get("global_step"), "split": split,
-               **{k: float(v) for k, v in result.items() if getattr(v, "numel", lambda: 1)() == 1}}
+               **{k: v for k, v in result.items() if not isinstance(v, list)}}
+        if "per_document_bits" in result:
+            row["per_document_bpb"] = {name: bits / n_bytes for name, bits, n_bytes in
+                                       zip(documents, result["per_document_bits"], result["per_document_bytes"])}
         rows.append(row)
         if split == "test":
             with open(run_dir / EVALUATIONS, "a") as log:
