@@ -20,6 +20,7 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from tinygpt.model import GPT, GPTConfig, generate
+from tinygpt.model.schema import register_model_schema
 
 ROOT = Path(__file__).resolve().parents[1]
 MODERN_SINCE_GPT2 = ["model=since_gpt2", "model/position=rope", "model/norm=rmsnorm", "model.mlp=swiglu",
@@ -109,4 +110,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    register_model_schema()
     main()

@@ -16,6 +16,7 @@ from omegaconf import DictConfig
 
 from tinygpt.model import GPTConfig, build_on_meta, kv_cache_bytes_per_token, parameter_breakdown
 from tinygpt.model.params import GROUPS, formula_count
+from tinygpt.model.schema import register_model_schema
 
 
 def report(config: GPTConfig) -> str:
@@ -50,4 +51,5 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    register_model_schema()
     main()

@@ -96,6 +96,10 @@ class GPTConfig:
         """
         from omegaconf import OmegaConf
 
+        if OmegaConf.is_config(node):
+            # plain values first: a node typed by the Hydra schema may carry keys force-added with `+key=`,
+            # which merging typed into typed would let through
+            node = OmegaConf.to_container(node, resolve=True)
         merged = OmegaConf.merge(OmegaConf.structured(cls), node, overrides)
         return OmegaConf.to_object(merged)
 

@@ -1,5 +1,7 @@
 """Training: the LightningModule, its callbacks and the run that ties config, data and model together."""
 
+from tinygpt.model.schema import register_model_schema
 from tinygpt.train.resolvers import register as _register_resolvers
 
 _register_resolvers()
+register_model_schema()

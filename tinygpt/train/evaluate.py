@@ -56,8 +56,8 @@ def evaluate(run_dir: str | None, ckpt: str | None = None, split: str = "dev", d
         row = {"checkpoint": str(path), "step": checkpoint.get("global_step"), "split": split,
                **{k: v for k, v in result.items() if not isinstance(v, list)}}
         if "per_document_bits" in result:
-            row["per_document_bpb"] = {name: bits / n_bytes for name, bits, n_bytes in
-                                       zip(documents, result["per_document_bits"], result["per_document_bytes"])}
+            per_document = zip(documents, result["per_document_bits"], result["per_document_bytes"], strict=True)
+            row["per_document_bpb"] = {name: bits / n_bytes for name, bits, n_bytes in per_document}
         rows.append(row)
         if split == "test":
             with open(run_dir / EVALUATIONS, "a") as log:

@@ -1,0 +1,73 @@
+"""scripts/evaluate.py and scripts/generate.py on a trained checkpoint; precision and MoE switches."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+import torch
+from conftest import PYTHON, REPO
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from tinygpt.model import generate
+from tinygpt.train.checkpoints import load_model
+from tinygpt.train.evaluate import EVALUATIONS, evaluate
+from tinygpt.train.run import train
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory, small_corpus):
+    from conftest import compose_train
+
+    run_dir = tmp_path_factory.mktemp("run")
+    cfg = compose_train(["experiment=smoke", "data=textfile", f"data.path={small_corpus}", "data.test_fraction=0.1"])
+    record = train(cfg, run_dir)
+    return run_dir, record
+
+
+def test_evaluate_dev_matches_the_runs_own_validation(trained_run):
+    run_dir, record = trained_run
+    rows = evaluate(str(run_dir), split="dev")
+    assert [row["step"] for row in rows] == [4, 8, 8]  # step000004, step000008, last
+    by_step = {p["step"]: p["dev_bits_per_byte"] for p in record["curve"]}
+    for row in rows:
+        assert row["bits_per_byte"] == pytest.approx(by_step[row["step"]], rel=1e-5)
+    assert not (run_dir / EVALUATIONS).exists()  # dev scoring is not a test scoring
+
+
+def test_test_scoring_only_when_asked_and_recorded_with_its_time(trained_run):
+    run_dir, _ = trained_run
+    rows = evaluate(str(run_dir), ckpt=str(run_dir / "checkpoints" / "last.ckpt"), split="test")
+    logged = [json.loads(line) for line in (run_dir / EVALUATIONS).read_text().splitlines()]
+    assert logged[-1]["split"] == "test" and logged[-1]["time"]
+    assert logged[-1]["bits_per_byte"] == pytest.approx(rows[0]["bits_per_byte"])
+    assert 0 < rows[0]["bits_per_byte"] < 10
+    with pytest.raises(ValueError, match="split='train'"):
+        evaluate(str(run_dir), split="train")
+
+
+def test_generate_script_samples_from_a_checkpoint(trained_run):
+    run_dir, _ = trained_run
+    ckpt = run_dir / "checkpoints" / "last.ckpt"
+    done = subprocess.run([PYTHON, "scripts/generate.py", f"ckpt='{ckpt}'", "prompt=time machine",
+                           "max_new_tokens=12", "greedy=true"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    model, tokenizer, _ = load_model(ckpt)
+    prompt = torch.tensor([tokenizer.encode("time machine")])
+    expected = tokenizer.decode(generate(model, prompt, 12, greedy=True)[0].tolist())
+    assert done.stdout.rstrip("\n") == expected
+
+
+def test_bf16_mixed_precision_trains(tiny_cfg, tmp_path):
+    record = train(tiny_cfg("trainer.precision=bf16-mixed", "trainer.max_steps=4"), tmp_path)
+    assert record["status"] == "finished" and record["config"]["trainer"]["precision"] == "bf16-mixed"
+    assert all(0 < p["dev_bits_per_byte"] < 20 for p in record["curve"])
+
+
+def test_moe_auxiliary_loss_is_logged(tiny_cfg, tmp_path):
+    train(tiny_cfg("model.mlp=moe", "model.n_experts=4", "model.top_k=2"), tmp_path)
+    events = EventAccumulator(str(tmp_path / "tb")).Reload()
+    aux = [e.value for e in events.Scalars("train/moe_aux_loss")]
+    # Switch-Transformer form times the 0.01 weight: 0.01 * n_experts * sum f_i P_i >= 0.01 per layer
+    assert len(aux) == 8 and all(a >= 0.01 * 2 * 0.99 for a in aux)
