@@ -71,3 +71,12 @@ def test_moe_auxiliary_loss_is_logged(tiny_cfg, tmp_path):
     aux = [e.value for e in events.Scalars("train/moe_aux_loss")]
     # Switch-Transformer form times the 0.01 weight: 0.01 * n_experts * sum f_i P_i >= 0.01 per layer
     assert len(aux) == 8 and all(a >= 0.01 * 2 * 0.99 for a in aux)
+
+
+def test_csv_logger_writes_metrics_beside_tensorboard(tiny_cfg, tmp_path):
+    record = train(tiny_cfg("logger=csv"), tmp_path)
+    assert record["status"] == "finished"
+    rows = (tmp_path / "csv" / "metrics.csv").read_text().splitlines()
+    header = rows[0].split(",")
+    assert {"train/loss", "dev/bpb"} <= set(header)
+    assert list((tmp_path / "tb").glob("events.out.tfevents.*"))

@@ -46,7 +46,8 @@ class GPTModule(L.LightningModule):
                 f"training loss is {loss.item()} at step {self.global_step + 1}; stopping. "
                 "The last good checkpoint is kept (checkpoints/last.ckpt)."
             )
-        self.log("train/loss", loss, prog_bar=True)
+        # sync_dist: under DDP, the loss of the whole global batch (the mean over ranks), as on one device
+        self.log("train/loss", loss, prog_bar=True, sync_dist=True)
         self.log("train/loss_bits", loss / LN2)
         if self.model_config.mlp == "moe":
             self.log("train/moe_aux_loss", out.aux_loss)

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import lightning as L
+from lightning.pytorch.utilities import rank_zero_only
 
 RECORD_NAME = "run.json"
 
@@ -63,5 +64,7 @@ class RunRecord(L.Callback):
         return self.record
 
     def _write(self) -> None:
+        if rank_zero_only.rank != 0:  # under DDP every process runs the callbacks; one writes the record
+            return
         self.record["wall_time_s"] = self._wall_before + time.time() - self._started
         write_json_atomic(self.path, self.record)

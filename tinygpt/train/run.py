@@ -8,10 +8,12 @@ from pathlib import Path
 import lightning as L
 from hydra.utils import instantiate
 from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.loggers import TensorBoardLogger
 from omegaconf import DictConfig, OmegaConf
 
 from tinygpt.data import TextDataModule
 from tinygpt.model import GPTConfig
+from tinygpt.sweep.placement import apply_placement
 from tinygpt.train.checkpoints import resume_path
 from tinygpt.train.module import GPTModule
 from tinygpt.train.optim import OptimConfig
@@ -65,6 +67,7 @@ def build_callbacks(cfg, run_dir: Path, module: GPTModule, datamodule, record: R
 
 
 def train(cfg: DictConfig, run_dir: str | Path) -> dict:
+    cfg = apply_placement(cfg)  # sweep jobs: the GPU leased to this job; no multi-device jobs (tinygpt/sweep)
     run_dir = Path(run_dir)
     previous = read_record(run_dir)
     if cfg.resume == "auto" and not cfg.ckpt_path and previous and previous.get("status") == "finished":
@@ -99,7 +102,10 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict:
                         default_root_dir=str(run_dir), max_epochs=-1, num_sanity_val_steps=0,
                         gradient_clip_val=optim.grad_clip)
     for logger in loggers:
-        logger.log_hyperparams(hparams(cfg, config, optim), metrics={"hp/best_dev_bpb": math.nan})
+        if isinstance(logger, TensorBoardLogger):  # the hparams tab pairs the switches with this metric
+            logger.log_hyperparams(hparams(cfg, config, optim), metrics={"hp/best_dev_bpb": math.nan})
+        else:
+            logger.log_hyperparams(hparams(cfg, config, optim))
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
         if datamodule.has_dev and (not record.record["curve"]

@@ -1,0 +1,139 @@
+"""The report on a hand-made partial sweep: runs grouped by overrides minus seed, the 000 and 003 table shapes,
+finished / unfinished / failed / missing runs marked, the CSV, the figure, and no held-out reads."""
+
+from __future__ import annotations
+
+import builtins
+import csv
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tinygpt.sweep.jobs import load_sweep
+from tinygpt.sweep.report import write_report
+from tinygpt.sweep.tables import auto_style
+
+COMMAND = ["experiment=since_gpt2", "model.position=learned,rope", "seed=1,2,3", "trainer.devices=1"]
+EXCLUDED = ["resume", "trainer.devices", "sweep.cpu_jobs"]
+
+
+def curve(start: float, steps=(50, 100, 150)) -> list[dict]:
+    """A validation curve that falls, then overfits at the last step."""
+    values = [start, start - 0.5, start - 0.4][: len(steps)]
+    return [{"step": s, "dev_loss": v, "dev_bits_per_byte": v * 1.5, "train_loss": v} for s, v in zip(steps, values,
+                                                                                                     strict=True)]
+
+
+def add_job(sweep: Path, overrides: list[str], record: dict | None) -> Path:
+    folder = sweep / ",".join(o for o in overrides if not o.startswith("trainer.devices"))
+    (folder / ".hydra").mkdir(parents=True)
+    (folder / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+    if record is not None:
+        points = record.setdefault("curve", [])
+        if points:
+            best = min(points, key=lambda p: p["dev_bits_per_byte"])
+            record["best"] = {"step": best["step"], "dev_bpb": best["dev_bits_per_byte"],
+                              "dev_loss": min(p["dev_loss"] for p in points)}
+            record["final"] = points[-1]
+        (folder / "run.json").write_text(json.dumps({"parameters": 1000, **record}))
+    (folder / "evaluations.jsonl").write_text('{"split": "test", "bits_per_byte": 0.001}\n')  # must stay unread
+    return folder
+
+
+@pytest.fixture
+def sweep(tmp_path) -> Path:
+    sweep = tmp_path / "since_gpt2"
+    sweep.mkdir()
+    (sweep / "multirun.yaml").write_text(yaml.safe_dump({"hydra": {
+        "overrides": {"task": COMMAND},
+        "job": {"config": {"override_dirname": {"exclude_keys": EXCLUDED}}}}}))
+    base = ["experiment=since_gpt2"]
+    for seed, start in ((1, 6.0), (2, 6.2), (3, 6.1)):
+        add_job(sweep, [*base, "model.position=learned", f"seed={seed}", "trainer.devices=1"],
+                {"status": "finished", "curve": curve(start), "step": 150})
+    add_job(sweep, [*base, "model.position=rope", "seed=1", "trainer.devices=1"],
+            {"status": "finished", "curve": curve(5.8), "step": 150})
+    add_job(sweep, [*base, "model.position=rope", "seed=2", "trainer.devices=1"],
+            {"status": "running", "curve": curve(5.9, steps=(50,))})  # killed after its first validation
+    # seed 3 of rope never started: no folder at all
+    return sweep
+
+
+@pytest.fixture
+def no_heldout_reads(monkeypatch):
+    """Fails any attempt to open a job's evaluations file (where held-out scores are kept)."""
+    real_open, real_read_text = builtins.open, Path.read_text
+
+    def guarded_open(file, *args, **kwargs):
+        assert "evaluations" not in str(file), f"the report opened {file}"
+        return real_open(file, *args, **kwargs)
+
+    def guarded_read_text(self, *args, **kwargs):
+        assert "evaluations" not in self.name, f"the report read {self}"
+        return real_read_text(self, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", guarded_open)
+    monkeypatch.setattr(Path, "read_text", guarded_read_text)
+
+
+def test_jobs_are_the_commands_runs_including_the_missing_one(sweep):
+    jobs = load_sweep(sweep)
+    assert [(j.variant[-1], j.seed, j.status) for j in jobs] == [
+        ("model.position=learned", 1, "finished"), ("model.position=learned", 2, "finished"),
+        ("model.position=learned", 3, "finished"), ("model.position=rope", 1, "finished"),
+        ("model.position=rope", 2, "unfinished"), ("model.position=rope", 3, "missing")]
+    assert all("trainer.devices=1" not in j.overrides for j in jobs)  # excluded keys do not name a job
+
+
+def test_seeds_table_in_000s_shape(sweep, no_heldout_reads):
+    report = write_report(sweep, style="seeds")
+    table = report.markdown.read_text()
+    assert "| Variant | Parameters | Best validation loss, seeds 1 / 2 / 3 | Mean | Spread |" in table
+    # best = the lowest dev loss of each curve (start - 0.5)
+    assert "| model.position=learned | 1,000 | 5.500 / 5.700 / 5.600 | 5.600 | 0.200 |" in table
+    assert "| model.position=rope | 1,000 | 5.300 / 5.900* / missing | 5.300 (1 of 3) | — |" in table
+    assert "every run shares `experiment=since_gpt2`" in table
+    assert report.style == "seeds" and report.metric == "dev_loss"
+
+
+def test_steps_table_in_003s_shape(sweep, no_heldout_reads):
+    table = write_report(sweep, style="steps", metric="dev_bpb").markdown.read_text()
+    assert "| Variant | Seed | Parameters | step 50 | step 100 | step 150 |" in table
+    assert "| model.position=learned | 2 | 1,000 | 9.300 | 8.550 | 8.700 |" in table
+    assert "| model.position=rope | 2 (unfinished) | 1,000 | 8.850* | — | — |" in table
+    assert "| model.position=rope | 3 (missing) | — | — | — | — |" in table
+
+
+def test_csv_has_every_run_and_the_figure_is_drawn(sweep, no_heldout_reads):
+    report = write_report(sweep)
+    with report.table.open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert [r["status"] for r in rows] == ["finished"] * 4 + ["unfinished", "missing"]
+    first = rows[0]
+    assert (first["seed"], first["best_step"], float(first["best_dev_loss"]), first["final_step"]) == \
+        ("1", "100", 5.5, "150")
+    assert float(first["final_dev_bpb"]) == pytest.approx(5.6 * 1.5)
+    png = report.figure.read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 10_000
+
+
+def test_auto_style_follows_the_scoring_steps(sweep):
+    jobs = load_sweep(sweep)
+    assert auto_style(jobs) == "steps"  # 3 scoring steps, as 003's 1,000 / 2,000 / 3,000 / 4,000
+    for job in jobs:
+        if job.record:
+            job.record["curve"] = [dict(p, step=s) for p in job.record["curve"][:1] for s in range(50, 650, 50)]
+    assert auto_style(jobs) == "seeds"  # 12 scoring steps, as 000's every 50 of 600
+
+
+def test_cli_writes_next_to_the_sweep(sweep, capsys):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("report_cli", Path(__file__).parents[1] / "scripts" / "report.py")
+    cli = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cli)
+    assert cli.main([str(sweep), "--style", "seeds"]) == 0
+    assert {"report.md", "curves.png", "runs.csv"} <= {p.name for p in sweep.iterdir()}
+    assert "Best validation loss" in capsys.readouterr().out

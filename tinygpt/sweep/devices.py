@@ -1,0 +1,91 @@
+"""Which devices a sweep shares out, and how many devices a run asks for.
+
+A device pool is what automatic placement leases: the visible CUDA GPUs when the run may use them; on a
+CPU-only machine (or ``trainer.accelerator=cpu``) ``sweep.cpu_jobs`` slots that divide the cores; or, for
+tests, ``sweep.simulate_devices`` pretend devices (jobs lease them but still train on the CPU).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+CUDA_ACCELERATORS = ("auto", "gpu", "cuda")
+
+
+@dataclass(frozen=True)
+class DevicePool:
+    kind: str                # "cuda", "cpu" or "simulated"
+    names: tuple[str, ...]   # lease names, unique on this machine (see cuda_device_names)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+
+def cuda_device_count() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def cuda_device_names(count: int) -> tuple[str, ...]:
+    """Lease names of CUDA devices 0..count-1 as this process sees them, named by the physical device that
+    CUDA_VISIBLE_DEVICES maps them to, so two sweeps given different GPUs do not wait for each other."""
+    visible = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    physical = visible[:count] if len(visible) >= count else [str(i) for i in range(count)]
+    return tuple("cuda-" + re.sub(r"[^A-Za-z0-9_.-]", "_", device) for device in physical)
+
+
+def device_pool(accelerator: str, cpu_jobs: int, simulate_devices: int | None = None) -> DevicePool:
+    if simulate_devices:
+        return DevicePool("simulated", tuple(f"sim-{i}" for i in range(int(simulate_devices))))
+    gpus = cuda_device_count() if str(accelerator) in CUDA_ACCELERATORS else 0
+    if gpus:
+        return DevicePool("cuda", cuda_device_names(gpus))
+    if int(cpu_jobs) < 1:
+        raise ValueError(f"sweep.cpu_jobs={cpu_jobs}: must be at least 1")
+    return DevicePool("cpu", tuple(f"cpu-{i}" for i in range(int(cpu_jobs))))
+
+
+def parallel_jobs(accelerator: str, cpu_jobs: int, simulate_devices: int | None = None) -> int:
+    """Jobs to run at once: one per device of the pool (the ``tinygpt.parallel_jobs`` resolver)."""
+    return len(device_pool(accelerator, cpu_jobs, simulate_devices))
+
+
+def cpu_cores() -> int:
+    """Cores this process may run on (the affinity mask, which containers and SLURM restrict)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def requested_devices(devices: int | str | Sequence[int]) -> int | None:
+    """How many devices ``trainer.devices`` asks for, in Lightning's notation: an int, a list of indices, or a
+    string ("2", "0,1"); None for every available device ("auto", -1)."""
+    if isinstance(devices, str):
+        text = devices.strip()
+        if text in ("auto", "-1"):
+            return None
+        if "," in text:
+            return len([part for part in text.split(",") if part.strip()])
+        return int(text)
+    if isinstance(devices, int):
+        return None if devices == -1 else devices
+    return len(list(devices))
+
+
+def device_count(devices: int | str | Sequence[int]) -> int:
+    """The number of devices a run asks for, where it must be explicit (the ``tinygpt.device_count`` resolver,
+    e.g. one SLURM task per device)."""
+    count = requested_devices(devices)
+    if count is None:
+        raise ValueError(f"trainer.devices={devices!r}: set it to a number of devices here (e.g. trainer.devices=4)")
+    return count
+
+
+def is_device_list(devices) -> bool:
+    """Whether ``trainer.devices`` names devices by index ([0], "1,"), i.e. the user chose which ones."""
+    return (isinstance(devices, str) and "," in devices) or not isinstance(devices, (int, str))

@@ -1,0 +1,159 @@
+"""Automatic placement of sweep jobs, one job per device: a Hydra callback around each job.
+
+A multirun's default launcher (conf/hydra/launcher/placement.yaml) is Hydra's joblib launcher with one worker
+per device. Joblib does no placement: without help every job would see every GPU and Lightning's
+``devices=1`` would put them all on GPU 0. ``DevicePlacement`` (listed in ``hydra.callbacks``) runs inside each
+job's process, just before and after the job:
+
+- ``on_job_start`` leases a free device (leases.py: an OS file lock, so never two jobs on one device, and a
+  crashed job's device comes back by itself), divides the CPU cores between the parallel jobs
+  (``torch.set_num_threads``) and writes ``placement.json`` into the job's folder;
+- ``train()`` then pins the Trainer to the leased GPU (``apply_placement``);
+- ``on_job_end`` releases the lease, whether the job finished or failed.
+
+Placement only acts in a multirun under the placement launcher, and only for jobs that ask for one device
+(``trainer.devices=1``, the default): an explicit device list, or another launcher (``hydra/launcher=basic``,
+``slurm``), is the user's choice and is left alone.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.experimental.callback import Callback
+from hydra.types import RunMode
+from omegaconf import DictConfig, open_dict
+
+from tinygpt.sweep.devices import cpu_cores, device_pool, is_device_list, requested_devices
+from tinygpt.sweep.leases import Lease, acquire
+from tinygpt.sweep.multidevice import refuse_multi_device_jobs_in_sweep
+
+PLACEMENT_LAUNCHER = "placement"   # the option of hydra/launcher that turns placement on
+PLACEMENT_RECORD = "placement.json"
+
+
+@dataclass
+class Placement:
+    lease: Lease
+    kind: str            # "cuda", "cpu" or "simulated"
+    threads: int
+    threads_before: int
+    record_path: Path
+    record: dict
+
+
+# The placement of the job running in this process. A launcher runs one job at a time per process (joblib
+# reuses its worker processes for later jobs, which is why on_job_start first releases any leftover).
+_current: Placement | None = None
+
+
+def default_lease_dir() -> Path:
+    """Machine-wide (per user), because the devices are: two sweeps started side by side share the GPUs
+    instead of both putting their first job on GPU 0."""
+    return Path(tempfile.gettempdir()) / f"tinygpt-device-leases-{os.getuid()}"
+
+
+def parallel_jobs_of(n_jobs: int) -> int:
+    """Jobs joblib runs at once for ``n_jobs`` (negative: all cores but ``-n_jobs - 1``, joblib's rule)."""
+    return n_jobs if n_jobs > 0 else max(1, (os.cpu_count() or 1) + 1 + n_jobs)
+
+
+def placement_applies(hydra: DictConfig, trainer: DictConfig) -> bool:
+    """hydra: the job's ``hydra`` node; trainer: its ``trainer`` node."""
+    return (hydra.mode == RunMode.MULTIRUN
+            and hydra.runtime.choices.get("hydra/launcher") == PLACEMENT_LAUNCHER
+            and not is_device_list(trainer.devices)
+            and requested_devices(trainer.devices) == 1)
+
+
+class DevicePlacement(Callback):
+    """Hydra callback (``hydra.callbacks.device_placement``); see the module docstring. Hydra turns exceptions
+    raised in callbacks into warnings, so the checks that must stop a job live in ``apply_placement``."""
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        release()
+        if placement_applies(config.hydra, config.trainer):
+            place(config)
+
+    def on_job_end(self, config: DictConfig, job_return: Any = None, **kwargs: Any) -> None:
+        release()
+
+
+def place(config: DictConfig) -> Placement:
+    global _current
+    import torch
+
+    sweep = config.sweep
+    pool = device_pool(config.trainer.accelerator, sweep.cpu_jobs, sweep.simulate_devices)
+    lease_dir = Path(sweep.lease_dir) if sweep.lease_dir else default_lease_dir()
+    output_dir = Path(config.hydra.runtime.output_dir)
+    lease = acquire(lease_dir, pool.names, on_wait=lambda: print(
+        f"[tinygpt] placement: all {len(pool)} {pool.kind} devices are leased ({lease_dir}); waiting for one",
+        flush=True))
+    parallel = parallel_jobs_of(int(config.hydra.launcher.n_jobs))
+    # the jobs running side by side share the cores: without this each would start a thread per core
+    threads = max(1, cpu_cores() // parallel)
+    threads_before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    record = {"device": lease.name, "index": lease.index, "kind": pool.kind, "pool": list(pool.names),
+              "parallel_jobs": parallel, "torch_threads": threads, "pid": os.getpid(),
+              "lease": str(lease.path), "acquired_at": lease.acquired_at, "released_at": None}
+    _current = Placement(lease, pool.kind, threads, threads_before, output_dir / PLACEMENT_RECORD, record)
+    _write(_current)
+    print(f"[tinygpt] placement: {lease.name} ({pool.kind} device {lease.index + 1} of {len(pool)}), "
+          f"{threads} torch thread(s), {parallel} job(s) at a time", flush=True)
+    return _current
+
+
+def release() -> None:
+    """Release this process's lease (if any) and give torch its threads back."""
+    global _current
+    if _current is None:
+        return
+    import torch
+
+    placement, _current = _current, None
+    placement.lease.release()
+    torch.set_num_threads(placement.threads_before)
+    placement.record["released_at"] = time.time()
+    _write(placement)
+
+
+def current() -> Placement | None:
+    return _current
+
+
+def apply_placement(cfg: DictConfig) -> DictConfig:
+    """Called by ``train()``: ``cfg`` with ``trainer.devices=[i]`` when this sweep job leased CUDA device i,
+    ``cfg`` itself otherwise (no placement, or a CPU / simulated lease: those set threads, not the device).
+    Fails the job when it asks for several devices inside a multirun, or when placement should have leased
+    it a device and did not (then it could share a GPU)."""
+    if not HydraConfig.initialized():
+        return cfg  # called outside a Hydra job (tests, notebooks)
+    hydra = HydraConfig.get()
+    refuse_multi_device_jobs_in_sweep(hydra.mode, cfg.trainer)
+    if placement_applies(hydra, cfg.trainer) and _current is None:
+        raise RuntimeError("automatic placement found no device lease for this job (see the DevicePlacement "
+                           "warning above); run with hydra/launcher=basic to train without placement")
+    if _current is None or _current.kind != "cuda":
+        return cfg
+    pinned = copy.deepcopy(cfg)
+    with open_dict(pinned):
+        pinned.trainer.devices = [_current.lease.index]
+    return pinned
+
+
+def _write(placement: Placement) -> None:
+    path = placement.record_path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(placement.record, indent=2))
+    os.replace(tmp, path)

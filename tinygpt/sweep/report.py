@@ -1,0 +1,114 @@
+"""A sweep's report: report.md (the spec-shaped table), curves.png (validation curves), runs.csv (every run).
+
+Reads run records only (tinygpt/sweep/jobs.py): the held-out split is never read.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tinygpt.sweep.figures import plot_curves
+from tinygpt.sweep.jobs import Job, load_sweep
+from tinygpt.sweep.tables import (
+    METRICS,
+    UNFINISHED_MARK,
+    auto_style,
+    seeds_table,
+    shared_overrides,
+    steps_table,
+    variants,
+)
+
+STYLES = ("auto", "seeds", "steps")
+DEFAULT_METRIC = {"seeds": "dev_loss", "steps": "dev_bpb"}  # 000 scores best validation loss; 003 dev bpb
+
+CSV_COLUMNS = ["job", "variant", "seed", "status", "parameters", "step", "best_step", "best_dev_loss",
+               "best_dev_bpb", "final_step", "final_dev_loss", "final_dev_bpb", "final_train_loss",
+               "wall_time_s", "folder"]
+
+
+@dataclass
+class Report:
+    markdown: Path
+    figure: Path
+    table: Path
+    style: str
+    metric: str
+    jobs: list[Job]
+
+
+def write_report(sweep_dir: str | Path, *, style: str = "auto", metric: str | None = None,
+                 out_dir: str | Path | None = None) -> Report:
+    sweep_dir = Path(sweep_dir)
+    out_dir = Path(out_dir) if out_dir else sweep_dir
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if style not in STYLES:
+        raise ValueError(f"style={style!r}: choose one of {STYLES}")
+    jobs = load_sweep(sweep_dir)
+    if not jobs:
+        raise FileNotFoundError(f"{sweep_dir} holds no sweep jobs (no multirun.yaml, no */.hydra/overrides.yaml)")
+    style = auto_style(jobs) if style == "auto" else style
+    metric = metric or DEFAULT_METRIC[style]
+    if metric not in METRICS:
+        raise ValueError(f"metric={metric!r}: choose one of {sorted(METRICS)}")
+    chosen = METRICS[metric]
+
+    table = seeds_table(jobs, chosen) if style == "seeds" else steps_table(jobs, chosen)
+    figure = plot_curves(jobs, chosen, out_dir / "curves.png",
+                         title=f"{sweep_dir.name}: {chosen.label}, one line per seed")
+    runs_csv = write_runs_csv(jobs, out_dir / "runs.csv")
+    markdown = out_dir / "report.md"
+    markdown.write_text(render_markdown(sweep_dir, jobs, table, style, chosen.label))
+    return Report(markdown, figure, runs_csv, style, metric, jobs)
+
+
+def render_markdown(sweep_dir: Path, jobs: Sequence[Job], table: str, style: str, metric_label: str) -> str:
+    counts = Counter(job.status for job in jobs)
+    status_line = ", ".join(f"{n} {status}" for status, n in counts.most_common())
+    what = (f"best {metric_label} of each run (the lowest over its scoring steps), per seed"
+            if style == "seeds" else f"{metric_label} at each scoring step (columns), one row per run")
+    shared = shared_overrides(list(variants(jobs)))
+    lines = [
+        f"# Sweep report: {sweep_dir.name}",
+        "",
+        f"{len(jobs)} runs ({status_line}) in `{sweep_dir}`, from their run records (run.json); the held-out "
+        "split is never read.",
+        "",
+        f"Table: {what}. Variants are the runs' overrides minus `seed`"
+        + (f"; every run shares `{' '.join(shared)}`." if shared else "."),
+        "",
+        table,
+        "",
+    ]
+    if any(job.status != "finished" for job in jobs):
+        lines += [f"`{UNFINISHED_MARK}`: from a run that has not finished (rerun the sweep's command to resume it); "
+                  "unfinished runs enter no mean. `missing`: never started; `no record`: stopped before training "
+                  "(its folder's log says why); `failed`: see run.json's error.", ""]
+    if style == "seeds":
+        lines += ["Mean and spread (max − min) over the finished seeds.", ""]
+    lines += ["![validation curves](curves.png)", "",
+              "Every run's best and final metrics: [runs.csv](runs.csv).", ""]
+    return "\n".join(lines)
+
+
+def write_runs_csv(jobs: Sequence[Job], path: Path) -> Path:
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
+        writer.writeheader()
+        for job in jobs:
+            record = job.record or {}
+            best, final = record.get("best") or {}, record.get("final") or {}
+            writer.writerow({
+                "job": job.name, "variant": " ".join(job.variant), "seed": job.seed, "status": job.status,
+                "parameters": record.get("parameters"), "step": record.get("step"),
+                "best_step": best.get("step"), "best_dev_loss": best.get("dev_loss"),
+                "best_dev_bpb": best.get("dev_bpb"), "final_step": final.get("step"),
+                "final_dev_loss": final.get("dev_loss"), "final_dev_bpb": final.get("dev_bits_per_byte"),
+                "final_train_loss": final.get("train_loss"), "wall_time_s": record.get("wall_time_s"),
+                "folder": str(job.path) if job.path else "",
+            })
+    return path
