@@ -1,0 +1,67 @@
+"""Every experiment of the spec composes alone and with its variants, with the spec's settings."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import compose_train
+from omegaconf import OmegaConf
+
+from tinygpt.model import GPTConfig, build_on_meta
+
+SINCE_GPT2_COUNTS = {"gpt2": 28_923_904, "rmsnorm": 28_921_600, "rope": 28_891_136, "swiglu": 28_916_736,
+                     "gqa": 28_529_152, "modern": 28_484_352}
+
+
+def test_since_gpt2_is_000s_setup():
+    cfg = compose_train(["experiment=since_gpt2"])
+    assert cfg.name == "since_gpt2" and cfg.data.name == "timemachine"
+    assert (cfg.data.tokenizer.name, cfg.data.split_unit, cfg.data.test_fraction, cfg.data.dev_fraction) == \
+        ("gpt2", "tokens", 0.0, 0.1)
+    assert (cfg.trainer.max_steps, cfg.data.batch_size, cfg.model.context_length) == (600, 16, 128)
+    assert (cfg.lr, cfg.optim.lr, cfg.model.dropout, cfg.trainer.val_check_interval) == (1e-3, 1e-3, 0.0, 50)
+    assert (cfg.model.position, cfg.model.norm, cfg.model.mlp, cfg.model.bias) == ("learned", "layernorm",
+                                                                                  "gelu", True)
+
+
+@pytest.mark.parametrize("variant, total", SINCE_GPT2_COUNTS.items())
+def test_since_gpt2_ablations_have_000s_parameter_counts(variant, total):
+    cfg = compose_train(["experiment=since_gpt2", f"ablation={variant}"])
+    config = GPTConfig.from_omegaconf(cfg.model, vocab_size=50257)
+    assert sum(p.numel() for p in build_on_meta(config).parameters()) == total
+
+
+def test_blog_is_003s_setup():
+    cfg = compose_train(["experiment=blog"])
+    assert (cfg.data.name, cfg.data.corpus, cfg.data.tokenizer.name, cfg.data.dev) == ("peps", "dir", "char", "tail")
+    assert cfg.data.test_k == 2
+    assert (cfg.trainer.max_steps, cfg.trainer.val_check_interval, cfg.data.batch_size) == (4000, 1000, 32)
+    assert (cfg.model.context_length, cfg.model.d_model, cfg.model.n_layers, cfg.model.dropout) == (256, 192, 4, 0.2)
+    assert cfg.optim.schedule == "constant" and cfg.optim.warmup_steps == 200
+
+
+@pytest.mark.parametrize("variant, changed", [
+    ("baseline", {}),
+    ("cosine", {"optim.schedule": "cosine"}),
+    ("no_position", {"model.position": "none"}),
+    ("learned_position", {"model.position": "learned"}),
+    ("post_norm", {"model.prenorm": False}),
+    ("no_residual", {"model.residual": False}),
+])
+def test_blog_ablations_change_one_switch(variant, changed):
+    base = compose_train(["experiment=blog"])
+    cfg = compose_train(["experiment=blog", f"blog_ablation={variant}"])
+    keys = ["optim.schedule", "model.position", "model.prenorm", "model.residual", "model.norm", "model.mlp"]
+    for key in keys:
+        expected = changed.get(key, OmegaConf.select(base, key))
+        assert OmegaConf.select(cfg, key) == expected, (variant, key)
+
+
+def test_blog_final_trains_on_everything_with_cosine_and_keeps_checkpoints():
+    cfg = compose_train(["experiment=blog_final", "data/fraction=quarter"])
+    assert (cfg.data.dev, cfg.optim.schedule, cfg.data.fraction) == ("none", "cosine", 0.25)
+    assert cfg.checkpoint.keep_every_n_steps == 250 and cfg.name == "blog_final"
+
+
+def test_smoke_is_tiny():
+    cfg = compose_train(["experiment=smoke"])
+    assert cfg.trainer.max_steps == 8 and cfg.model.d_model == 32
