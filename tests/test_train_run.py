@@ -162,3 +162,23 @@ def test_invalid_model_fails_before_training(tiny_cfg, tmp_path):
     with pytest.raises(ValueError, match="n_heads"):
         train(tiny_cfg("model.n_heads=3"), tmp_path)
     assert not (tmp_path / "checkpoints").exists()
+
+
+def test_checkpoints_are_written_atomically(tmp_path, monkeypatch):
+    """A save that dies midway leaves the previous checkpoint whole and no temp file behind."""
+    from tinygpt.train.checkpoints import AtomicCheckpointIO, read_checkpoint
+
+    io, path = AtomicCheckpointIO(), tmp_path / "checkpoints" / "last.ckpt"
+    io.save_checkpoint({"global_step": 4, "weights": torch.ones(3)}, path)
+    real_save = torch.save
+
+    def dies_midway(obj, file, *args, **kwargs):
+        file.write(b"PK\x03\x04 half a checkpoint")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(torch, "save", dies_midway)
+    with pytest.raises(OSError, match="disk full"):
+        io.save_checkpoint({"global_step": 8, "weights": torch.zeros(3)}, path)
+    monkeypatch.setattr(torch, "save", real_save)
+    assert read_checkpoint(path)["global_step"] == 4
+    assert [p.name for p in path.parent.iterdir()] == ["last.ckpt"]

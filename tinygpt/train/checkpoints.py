@@ -2,15 +2,39 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import torch
+from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 LAST = "last.ckpt"
 
 
 class CheckpointError(RuntimeError):
     """A checkpoint that is missing, truncated or corrupt; nothing has been written when this is raised."""
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Lightning's checkpoint I/O, writing each file as temp file + fsync + rename in the same folder, so a
+    crash mid-save leaves the previous checkpoint whole. (Lightning's own save stages through the system temp
+    folder and ``shutil.move``, which is a plain copy when that folder is on another file system.) Local
+    paths only; other URLs go to Lightning's implementation."""
+
+    def save_checkpoint(self, checkpoint: dict, path, storage_options=None) -> None:
+        if "://" in str(path):
+            return super().save_checkpoint(checkpoint, path, storage_options)
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        try:
+            with open(tmp, "wb") as file:
+                torch.save(checkpoint, file)
+                file.flush()
+                os.fsync(file.fileno())
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
 
 
 def read_checkpoint(path: str | Path) -> dict:

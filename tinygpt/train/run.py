@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 from tinygpt.data import TextDataModule
 from tinygpt.model import GPTConfig
 from tinygpt.sweep.placement import apply_placement
-from tinygpt.train.checkpoints import resume_path
+from tinygpt.train.checkpoints import AtomicCheckpointIO, resume_path
 from tinygpt.train.module import GPTModule
 from tinygpt.train.optim import OptimConfig
 from tinygpt.train.record import RunRecord, read_record
@@ -100,7 +100,7 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict:
     trainer = L.Trainer(**OmegaConf.to_container(cfg.trainer, resolve=True),
                         logger=loggers, callbacks=build_callbacks(cfg, run_dir, module, datamodule, record),
                         default_root_dir=str(run_dir), max_epochs=-1, num_sanity_val_steps=0,
-                        gradient_clip_val=optim.grad_clip)
+                        gradient_clip_val=optim.grad_clip, plugins=[AtomicCheckpointIO()])
     for logger in loggers:
         if isinstance(logger, TensorBoardLogger):  # the hparams tab pairs the switches with this metric
             logger.log_hyperparams(hparams(cfg, config, optim), metrics={"hp/best_dev_bpb": math.nan})
