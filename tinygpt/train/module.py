@@ -48,7 +48,7 @@ class GPTModule(L.LightningModule):
             )
         # sync_dist: under DDP, the loss of the whole global batch (the mean over ranks), as on one device
         self.log("train/loss", loss, prog_bar=True, sync_dist=True)
-        self.log("train/loss_bits", loss / LN2)
+        self.log("train/loss_bits", loss / LN2, sync_dist=True)
         if self.model_config.mlp == "moe":
             self.log("train/moe_aux_loss", out.aux_loss)
         self.log("train/lr", self.lr_schedulers().get_last_lr()[0])
