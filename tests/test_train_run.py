@@ -182,3 +182,22 @@ def test_checkpoints_are_written_atomically(tmp_path, monkeypatch):
     monkeypatch.setattr(torch, "save", real_save)
     assert read_checkpoint(path)["global_step"] == 4
     assert [p.name for p in path.parent.iterdir()] == ["last.ckpt"]
+
+
+def test_gradients_are_clipped_at_optim_grad_clip_and_the_norm_before_is_logged(tiny_cfg, tmp_path, monkeypatch):
+    real_clip = torch.nn.utils.clip_grad_norm_
+    seen = []
+
+    def recording_clip(parameters, max_norm, *args, **kwargs):
+        parameters = list(parameters)
+        norm = real_clip(parameters, max_norm, *args, **kwargs)
+        after = torch.stack([p.grad.norm() for p in parameters if p.grad is not None]).norm()
+        seen.append((max_norm, float(norm), float(after)))
+        return norm
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", recording_clip)
+    train(tiny_cfg("optim.grad_clip=0.05"), tmp_path)
+    assert len(seen) == 8 and all(max_norm == 0.05 for max_norm, _, _ in seen)
+    assert all(before > 0.05 and after == pytest.approx(0.05, rel=1e-3) for _, before, after in seen)
+    logged = scalar_events(tmp_path, "train/grad_norm")[0]
+    assert sorted(logged.values()) == pytest.approx(sorted(before for _, before, _ in seen), rel=1e-5)

@@ -54,10 +54,11 @@ class GPTModule(L.LightningModule):
         self.log("train/lr", self.lr_schedulers().get_last_lr()[0])
         return loss + out.aux_loss
 
-    def on_before_optimizer_step(self, optimizer):
-        # before clipping: the norm the clip acts on
-        norms = [p.grad.detach().norm() for p in self.parameters() if p.grad is not None]
-        self.log("train/grad_norm", torch.stack(norms).norm())
+    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None):
+        # Clip by the global norm (trainer gradient_clip_val, optim.grad_clip) and log the norm the clip
+        # measured, before clipping, rather than computing it a second time.
+        norm = torch.nn.utils.clip_grad_norm_(self.parameters(), gradient_clip_val or math.inf)
+        self.log("train/grad_norm", norm)
 
     def validation_step(self, batch, batch_idx):
         logits = self.model(batch["input"]).logits
