@@ -57,6 +57,8 @@ def test_ddp_scores_the_dev_split_as_one_device_does_and_records_once(runs):
     assert ddp["status"] == "finished" and ddp["step"] == STEPS
     for a, b in zip(single["curve"], ddp["curve"], strict=True):
         assert a["step"] == b["step"] and abs(a["dev_bits_per_byte"] - b["dev_bits_per_byte"]) < TOLERANCE
+        # the ranks shard the dev windows: every token and byte counted once, as on one device
+        assert (a["dev_tokens"], a["dev_bytes"]) == (b["dev_tokens"], b["dev_bytes"])
     assert ddp["config"]["trainer"]["strategy"] == "ddp"
     # one record, one set of checkpoints, one TensorBoard log: rank 1 wrote nothing of its own
     assert sorted(p.name for p in two.iterdir() if not p.name.startswith(".")) == \

@@ -16,7 +16,7 @@ from typing import Any
 
 import lightning as L
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Subset
 
 from tinygpt.data.batches import SAMPLER_VERSION, RandomWindows, TrainBatches
 from tinygpt.data.config import DataConfig
@@ -217,6 +217,11 @@ class TextDataModule(L.LightningDataModule):
         dataset = SlidingWindowDataset(
             encoded.ids, encoded.token_bytes, encoded.token_chars, self.context_length, encoded.token_doc
         )
+        trainer = self.trainer
+        if trainer is not None and trainer.world_size > 1:
+            # Under DDP each rank scores every world_size-th window and the metric sums the ranks: each window
+            # exactly once. (Lightning's DistributedSampler would pad with repeated windows, counted twice.)
+            dataset = Subset(dataset, range(trainer.global_rank, len(dataset), trainer.world_size))
         return DataLoader(
             dataset,
             batch_size=self.config.eval_batch_size,
