@@ -2,24 +2,10 @@
 
 import pytest
 import torch
+from model_variants import VARIANTS
 
 from tinygpt.model import GPT, GPTConfig, KVCache, generate, kv_cache_bytes_per_token
 from tinygpt.model.generate import sample_next
-
-VARIANTS = {
-    "rope": {},
-    "learned": {"position": "learned"},
-    "none": {"position": "none"},
-    "sinusoidal": {"position": "sinusoidal"},
-    "gqa": {"n_kv_heads": 2},
-    "mqa": {"n_kv_heads": 1},
-    "moe": {"mlp": "moe", "n_experts": 4, "top_k": 2},
-    "postnorm": {"prenorm": False},
-    "qk_norm": {"qk_norm": True},
-    "head_dim": {"head_dim": 12, "n_kv_heads": 2},
-    "gpt2_style": {"position": "learned", "norm": "layernorm", "mlp": "gelu", "bias": True,
-                   "tie_embeddings": False},
-}
 
 
 def tiny_model(seed: int = 0, **overrides) -> GPT:

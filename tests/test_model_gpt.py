@@ -5,27 +5,12 @@ import dataclasses
 import pytest
 import torch
 import torch.nn.functional as F
+from model_variants import VARIANTS
 from omegaconf import OmegaConf
 
 from tinygpt.model import GPT, GPTConfig, GPTOutput
 
 BASE = dict(vocab_size=53, context_length=32, d_model=32, n_layers=2, n_heads=4)
-VARIANTS = {
-    "rope": {},
-    "learned": {"position": "learned"},
-    "none": {"position": "none"},
-    "sinusoidal": {"position": "sinusoidal"},
-    "gqa": {"n_kv_heads": 2},
-    "mqa": {"n_kv_heads": 1},
-    "moe": {"mlp": "moe", "n_experts": 4, "top_k": 2},
-    "postnorm": {"prenorm": False},
-    "no_residual": {"residual": False},
-    "postnorm_no_residual": {"prenorm": False, "residual": False},
-    "qk_norm": {"qk_norm": True},
-    "head_dim": {"head_dim": 12},
-    "gpt2_style": {"position": "learned", "norm": "layernorm", "mlp": "gelu", "bias": True,
-                   "tie_embeddings": False},
-}
 
 
 def model_for(seed: int = 0, **overrides) -> GPT:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from tinygpt.train.record import RECORD_NAME
+from tinygpt.train.record import read_record as read_run_record
 
 SEED_KEY = "seed"
 
@@ -91,12 +91,11 @@ def saved_overrides(folder: Path) -> tuple[str, ...]:
 
 
 def read_record(folder: Path) -> dict | None:
-    path = folder / RECORD_NAME
+    """The run's record, or None when it has none; a damaged one (records are written atomically, so only a
+    foreign file gets here) counts as none rather than stopping the report."""
     try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        return None
-    except json.JSONDecodeError:  # written atomically, so only a foreign or damaged file gets here
+        return read_run_record(folder)
+    except json.JSONDecodeError:
         return None
 
 
