@@ -201,3 +201,18 @@ def test_gradients_are_clipped_at_optim_grad_clip_and_the_norm_before_is_logged(
     assert all(before > 0.05 and after == pytest.approx(0.05, rel=1e-3) for _, before, after in seen)
     logged = scalar_events(tmp_path, "train/grad_norm")[0]
     assert sorted(logged.values()) == pytest.approx(sorted(before for _, before, _ in seen), rel=1e-5)
+
+
+def test_clipping_by_value_is_honoured(tiny_cfg, tmp_path, monkeypatch):
+    real_clip_value = torch.nn.utils.clip_grad_value_
+    seen = []
+
+    def recording_clip_value(parameters, clip_value, *args, **kwargs):
+        parameters = list(parameters)
+        real_clip_value(parameters, clip_value, *args, **kwargs)
+        seen.append((clip_value, max(float(p.grad.abs().max()) for p in parameters if p.grad is not None)))
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_value_", recording_clip_value)
+    train(tiny_cfg("optim.grad_clip=1e-4", "+trainer.gradient_clip_algorithm=value"), tmp_path)
+    assert len(seen) == 8 and all(value == 1e-4 and largest <= 1e-4 for value, largest in seen)
+    assert len(scalar_events(tmp_path, "train/grad_norm")[0]) == 8

@@ -55,10 +55,13 @@ class GPTModule(L.LightningModule):
         return loss + out.aux_loss
 
     def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None):
-        # Clip by the global norm (trainer gradient_clip_val, optim.grad_clip) and log the norm the clip
-        # measured, before clipping, rather than computing it a second time.
-        norm = torch.nn.utils.clip_grad_norm_(self.parameters(), gradient_clip_val or math.inf)
+        # Clip by the global norm (optim.grad_clip) and log the norm the clip measured, before clipping, rather
+        # than computing it a second time. trainer.gradient_clip_algorithm=value clips as Lightning does.
+        by_norm = gradient_clip_algorithm in (None, "norm")
+        norm = torch.nn.utils.clip_grad_norm_(self.parameters(), (gradient_clip_val if by_norm else 0) or math.inf)
         self.log("train/grad_norm", norm)
+        if not by_norm:
+            self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
 
     def validation_step(self, batch, batch_idx):
         logits = self.model(batch["input"]).logits
