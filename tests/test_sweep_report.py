@@ -137,3 +137,17 @@ def test_cli_writes_next_to_the_sweep(sweep, capsys):
     assert cli.main([str(sweep), "--style", "seeds"]) == 0
     assert {"report.md", "curves.png", "runs.csv"} <= {p.name for p in sweep.iterdir()}
     assert "Best validation loss" in capsys.readouterr().out
+
+
+def test_held_out_scores_only_when_asked(sweep):
+    folder = next(p for p in sweep.iterdir() if "learned" in p.name and "seed=1" in p.name)
+    rows = [{"split": "test", "step": 100, "bits_per_byte": 2.5}, {"split": "dev", "step": 100, "bits_per_byte": 9.0},
+            {"split": "test", "step": 150, "bits_per_byte": 2.7}, {"split": "test", "step": 100, "bits_per_byte": 2.4}]
+    (folder / "evaluations.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert "Held-out" not in write_report(sweep).markdown.read_text()
+    report = write_report(sweep, held_out=True)
+    text = report.markdown.read_text()
+    assert "| Variant | Seed | step 100 | step 150 | best (step) |" in text
+    # the dev row is not a held-out score, and a step scored twice shows its latest scoring
+    assert "| model.position=learned | 1 | 2.400 | 2.700 | 2.400 (100) |" in text
+    assert (sweep / "heldout.png").read_bytes().startswith(b"\x89PNG")

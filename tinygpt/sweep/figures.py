@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from tinygpt.sweep.jobs import FINISHED, Job
 from tinygpt.sweep.tables import Metric, curve, variant_labels, variants
 
 
-def plot_curves(jobs: Sequence[Job], metric: Metric, path: Path, title: str) -> Path:
+def plot_curves(jobs: Sequence[Job], metric: Metric, path: Path, title: str,
+                points_of: Callable[[Job, Metric], dict[int, float]] = curve, ymax: float | None = None) -> Path:
+    """points_of(job, metric) gives a run's {step: value}: by default its validation curve from run.json.
+    ymax: cut the axis off there (000's figure cuts at 7.7 so the early plateau does not flatten the rest)."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only: no display needed, and none on a cluster
@@ -23,7 +26,7 @@ def plot_curves(jobs: Sequence[Job], metric: Metric, path: Path, title: str) -> 
     for i, (key, group) in enumerate(groups.items()):
         labelled = False
         for job in group:
-            points = sorted(curve(job, metric).items())
+            points = sorted(points_of(job, metric).items())
             if not points:
                 continue
             steps, values = [s for s, _ in points], [v for _, v in points]
@@ -35,7 +38,9 @@ def plot_curves(jobs: Sequence[Job], metric: Metric, path: Path, title: str) -> 
     axes.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
     axes.set_xlabel("training step")
     axes.set_ylabel(metric.label)
-    if any(job.status != FINISHED and curve(job, metric) for job in jobs):
+    if ymax is not None:
+        axes.set_ylim(top=ymax)
+    if any(job.status != FINISHED and points_of(job, metric) for job in jobs):
         title += " (dashed: not finished)"
     axes.set_title(title)
     axes.grid(alpha=0.3)

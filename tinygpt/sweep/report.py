@@ -1,6 +1,8 @@
 """A sweep's report: report.md (the spec-shaped table), curves.png (validation curves), runs.csv (every run).
 
-Reads run records only (tinygpt/sweep/jobs.py): the held-out split is never read.
+Reads run records only (tinygpt/sweep/jobs.py): the held-out split is never read. Runs that recorded 003's
+collapse diagnostics get their table too. Only with held_out=True does it add the held-out scores that
+``scripts/evaluate.py split=test`` logged (tinygpt/sweep/heldout.py), and heldout.png.
 """
 
 from __future__ import annotations
@@ -12,11 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tinygpt.sweep.figures import plot_curves
+from tinygpt.sweep.heldout import HELD_OUT, held_out_curve, held_out_table
 from tinygpt.sweep.jobs import Job, load_sweep
 from tinygpt.sweep.tables import (
     METRICS,
     UNFINISHED_MARK,
     auto_style,
+    diagnostics_table,
+    has_diagnostics,
     seeds_table,
     shared_overrides,
     steps_table,
@@ -42,7 +47,7 @@ class Report:
 
 
 def write_report(sweep_dir: str | Path, *, style: str = "auto", metric: str | None = None,
-                 out_dir: str | Path | None = None) -> Report:
+                 out_dir: str | Path | None = None, held_out: bool = False, ymax: float | None = None) -> Report:
     sweep_dir = Path(sweep_dir)
     out_dir = Path(out_dir) if out_dir else sweep_dir
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -59,10 +64,24 @@ def write_report(sweep_dir: str | Path, *, style: str = "auto", metric: str | No
 
     table = seeds_table(jobs, chosen) if style == "seeds" else steps_table(jobs, chosen)
     figure = plot_curves(jobs, chosen, out_dir / "curves.png",
-                         title=f"{sweep_dir.name}: {chosen.label}, one line per seed")
+                         title=f"{sweep_dir.name}: {chosen.label}, one line per seed", ymax=ymax)
     runs_csv = write_runs_csv(jobs, out_dir / "runs.csv")
     markdown = out_dir / "report.md"
-    markdown.write_text(render_markdown(sweep_dir, jobs, table, style, chosen.label))
+    sections = render_markdown(sweep_dir, jobs, table, style, chosen.label)
+    if has_diagnostics(jobs):
+        sections += "\n".join(["## Collapse diagnostics (003)", "", diagnostics_table(jobs), "",
+                               "Gradient norms are measured before clipping. TVD: total variation distance "
+                               "between the next-token predictions after two different training windows "
+                               "(0: the output ignores the input).", ""])
+    if held_out:
+        plot_curves(jobs, HELD_OUT, out_dir / "heldout.png", title=f"{sweep_dir.name}: {HELD_OUT.label}",
+                    points_of=held_out_curve)
+        sections += "\n".join(["## Held-out scores (evaluations.jsonl)", "",
+                               "Every scoring of the held-out split that `scripts/evaluate.py split=test` "
+                               "logged, by checkpoint step. Read these after the choices are made: the "
+                               "pre-registered score is the one at the step fixed in advance.", "",
+                               held_out_table(jobs), "", "![held-out scores](heldout.png)", ""])
+    markdown.write_text(sections)
     return Report(markdown, figure, runs_csv, style, metric, jobs)
 
 

@@ -133,3 +133,33 @@ def auto_style(jobs: Sequence[Job], max_step_columns: int = 6) -> str:
     if len(step_lists) == 1 and 0 < len(next(iter(step_lists))) <= max_step_columns:
         return "steps"
     return "seeds"
+
+
+def has_diagnostics(jobs: Sequence[Job]) -> bool:
+    return any((job.record or {}).get("diagnostics") for job in jobs)
+
+
+def diagnostics_table(jobs: Sequence[Job]) -> str:
+    """003's collapse check (diagnostics.collapse_steps), one row per run and measured step: the train loss,
+    the gradient norm at each layer's attention weights, and at the end the prediction TVD of two contexts."""
+    groups = variants(jobs)
+    labels = variant_labels(list(groups))
+    lines = ["| Variant | Seed | Step | Train loss (bits) | Attention gradient norm, layers 1… | "
+             "TVD of two contexts' predictions (at the end) | Unigram entropy of the training text (bits) |",
+             "| --- | ---: | ---: | ---: | --- | ---: | ---: |"]
+    for key, group in groups.items():
+        for job in group:
+            diagnostics = (job.record or {}).get("diagnostics")
+            if not diagnostics:
+                continue
+            seed = "—" if job.seed is None else str(job.seed)
+            tvd = diagnostics.get("prediction_tvd")
+            tvd_cell = f"{tvd:.3f} (step {diagnostics['prediction_tvd_step']:,})" if tvd is not None else "—"
+            entropy = diagnostics.get("unigram_entropy_bits")
+            entropy_cell = f"{entropy:.3f}" if entropy is not None else "—"
+            for step, point in sorted(diagnostics.get("steps", {}).items(), key=lambda item: int(item[0])):
+                loss = point.get("train_loss_bits")
+                norms = " ".join(f"{n:.1e}" for n in point.get("attention_grad_norms", []))
+                lines.append(f"| {labels[key]} | {seed} | {int(step):,} | "
+                             f"{'—' if loss is None else f'{loss:.3f}'} | {norms} | {tvd_cell} | {entropy_cell} |")
+    return "\n".join(lines)

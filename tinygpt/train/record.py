@@ -56,6 +56,11 @@ class RunRecord(L.Callback):
                                "dev_loss": min(p["dev_loss"] for p in self.record["curve"])}
         self._write()
 
+    def update(self, **fields) -> None:
+        """Add or replace top-level fields (e.g. a callback's measurements) and write the record."""
+        self.record.update(fields)
+        self._write()
+
     def finish(self, status: str, **extra) -> dict:
         self.record.update(status=status, **extra)
         if self.record["curve"]:

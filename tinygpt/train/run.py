@@ -15,6 +15,7 @@ from tinygpt.data import TextDataModule
 from tinygpt.model import GPTConfig
 from tinygpt.sweep.placement import apply_placement
 from tinygpt.train.checkpoints import AtomicCheckpointIO, resume_path
+from tinygpt.train.diagnostics import CollapseDiagnostics
 from tinygpt.train.module import GPTModule
 from tinygpt.train.optim import OptimConfig
 from tinygpt.train.record import RunRecord, read_record
@@ -57,6 +58,8 @@ def build_callbacks(cfg, run_dir: Path, module: GPTModule, datamodule, record: R
                     cfg.sample.temperature, cfg.sample.top_k, cfg.seed),
         record,
     ]
+    if cfg.diagnostics.collapse_steps:
+        callbacks.append(CollapseDiagnostics(list(cfg.diagnostics.collapse_steps), record))
     if cfg.checkpoint.keep_every_n_steps:
         # kept checkpoints at the scoring steps: weights only, for evaluate.py and generate.py. monitor="step"
         # keeps them all and gives this callback its own state key beside the last.ckpt one
