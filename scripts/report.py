@@ -31,9 +31,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="also tabulate the held-out scores logged by scripts/evaluate.py split=test "
                              "(evaluations.jsonl) and plot them (heldout.png); off by default")
     parser.add_argument("--ymax", type=float, default=None, help="cut the curves' axis at this value (000: 7.7)")
+    parser.add_argument("--figure-only", nargs="+", default=(), metavar="OVERRIDE",
+                        help="draw only runs with one of these overrides, e.g. ablation=gpt2 ablation=rope "
+                             "ablation=modern (000's figure); the table keeps every run")
     args = parser.parse_args(argv)
     report = write_report(args.sweep_dir, style=args.style, metric=args.metric, out_dir=args.out,
-                          held_out=args.held_out, ymax=args.ymax)
+                          held_out=args.held_out, ymax=args.ymax, figure_only=args.figure_only)
     print(report.markdown.read_text())
     print(f"wrote {report.markdown}, {report.figure}, {report.table}")
     return 0

@@ -151,3 +151,19 @@ def test_held_out_scores_only_when_asked(sweep):
     # the dev row is not a held-out score, and a step scored twice shows its latest scoring
     assert "| model.position=learned | 1 | 2.400 | 2.700 | 2.400 (100) |" in text
     assert (sweep / "heldout.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_figure_can_show_some_variants_while_the_table_keeps_all(sweep, no_heldout_reads):
+    import matplotlib.pyplot as plt
+
+    drawn = []
+    real_plot = plt.Axes.plot
+    plt.Axes.plot = lambda self, *args, **kwargs: drawn.append(kwargs.get("label")) or real_plot(self, *args, **kwargs)
+    try:
+        report = write_report(sweep, style="seeds", figure_only=["model.position=rope"], ymax=7.7)
+    finally:
+        plt.Axes.plot = real_plot
+    assert drawn == ["(all runs)", None]  # rope seeds 1 and 2 (3 is missing); learned is left out
+    assert "| model.position=learned |" in report.markdown.read_text()
+    with pytest.raises(ValueError, match=r"figure_only=\['model.position=sinusoidal'\]"):
+        write_report(sweep, figure_only=["model.position=sinusoidal"])

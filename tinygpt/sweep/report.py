@@ -47,7 +47,9 @@ class Report:
 
 
 def write_report(sweep_dir: str | Path, *, style: str = "auto", metric: str | None = None,
-                 out_dir: str | Path | None = None, held_out: bool = False, ymax: float | None = None) -> Report:
+                 out_dir: str | Path | None = None, held_out: bool = False, ymax: float | None = None,
+                 figure_only: Sequence[str] = ()) -> Report:
+    """figure_only: draw only the runs with one of these overrides (000's figure shows 3 of the 6 variants)."""
     sweep_dir = Path(sweep_dir)
     out_dir = Path(out_dir) if out_dir else sweep_dir
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -63,7 +65,10 @@ def write_report(sweep_dir: str | Path, *, style: str = "auto", metric: str | No
     chosen = METRICS[metric]
 
     table = seeds_table(jobs, chosen) if style == "seeds" else steps_table(jobs, chosen)
-    figure = plot_curves(jobs, chosen, out_dir / "curves.png",
+    drawn = [job for job in jobs if not figure_only or set(figure_only) & set(job.overrides)]
+    if figure_only and not drawn:
+        raise ValueError(f"figure_only={list(figure_only)}: no run has any of these overrides")
+    figure = plot_curves(drawn, chosen, out_dir / "curves.png",
                          title=f"{sweep_dir.name}: {chosen.label}, one line per seed", ymax=ymax)
     runs_csv = write_runs_csv(jobs, out_dir / "runs.csv")
     markdown = out_dir / "report.md"
@@ -74,7 +79,7 @@ def write_report(sweep_dir: str | Path, *, style: str = "auto", metric: str | No
                                "between the next-token predictions after two different training windows "
                                "(0: the output ignores the input).", ""])
     if held_out:
-        plot_curves(jobs, HELD_OUT, out_dir / "heldout.png", title=f"{sweep_dir.name}: {HELD_OUT.label}",
+        plot_curves(drawn, HELD_OUT, out_dir / "heldout.png", title=f"{sweep_dir.name}: {HELD_OUT.label}",
                     points_of=held_out_curve)
         sections += "\n".join(["## Held-out scores (evaluations.jsonl)", "",
                                "Every scoring of the held-out split that `scripts/evaluate.py split=test` "
