@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import random
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,10 @@ import tinygpt.train  # noqa: F401  (registers the config's resolvers)
 
 REPO = Path(__file__).resolve().parents[1]
 CONF = REPO / "conf"
+
+# Sweeps launched by the tests lease devices in a folder of their own (sweep.lease_dir follows this variable, and
+# subprocesses inherit it), so they never wait on, or block, a real sweep running on the same machine.
+os.environ["TINYGPT_LEASE_DIR"] = tempfile.mkdtemp(prefix="tinygpt-test-leases-")
 
 # a tiny model and a short run: what the training tests have in common
 TINY_RUN = ["experiment=smoke"]

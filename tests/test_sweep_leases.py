@@ -193,3 +193,13 @@ def test_multi_device_jobs_may_run_in_a_sweep_where_slurm_starts_one_task_per_de
     monkeypatch.setenv("SLURM_NTASKS", "1")  # one task for two devices: Lightning would start the other
     with pytest.raises(ValueError, match="#11300"):
         placement.apply_placement(cfg)
+
+
+def test_lease_dir_follows_the_environment(monkeypatch, tmp_path):
+    from conftest import compose_train
+
+    monkeypatch.setenv("TINYGPT_LEASE_DIR", str(tmp_path / "mine"))
+    assert compose_train([]).sweep.lease_dir == str(tmp_path / "mine")
+    assert compose_train(["sweep.lease_dir=/elsewhere"]).sweep.lease_dir == "/elsewhere"
+    monkeypatch.delenv("TINYGPT_LEASE_DIR")
+    assert compose_train([]).sweep.lease_dir is None  # the machine-wide default folder

@@ -74,14 +74,14 @@ def write_report(sweep_dir: str | Path, *, style: str = "auto", metric: str | No
     markdown = out_dir / "report.md"
     sections = render_markdown(sweep_dir, jobs, table, style, chosen.label)
     if has_diagnostics(jobs):
-        sections += "\n".join(["## Collapse diagnostics (003)", "", diagnostics_table(jobs), "",
+        sections += "\n".join(["", "## Collapse diagnostics (003)", "", diagnostics_table(jobs), "",
                                "Gradient norms are measured before clipping. TVD: total variation distance "
                                "between the next-token predictions after two different training windows "
                                "(0: the output ignores the input).", ""])
     if held_out:
         plot_curves(drawn, HELD_OUT, out_dir / "heldout.png", title=f"{sweep_dir.name}: {HELD_OUT.label}",
                     points_of=held_out_curve)
-        sections += "\n".join(["## Held-out scores (evaluations.jsonl)", "",
+        sections += "\n".join(["", "## Held-out scores (evaluations.jsonl)", "",
                                "Every scoring of the held-out split that `scripts/evaluate.py split=test` "
                                "logged, by checkpoint step. Read these after the choices are made: the "
                                "pre-registered score is the one at the step fixed in advance.", "",
