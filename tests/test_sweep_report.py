@@ -167,3 +167,14 @@ def test_figure_can_show_some_variants_while_the_table_keeps_all(sweep, no_heldo
     assert "| model.position=learned |" in report.markdown.read_text()
     with pytest.raises(ValueError, match=r"figure_only=\['model.position=sinusoidal'\]"):
         write_report(sweep, figure_only=["model.position=sinusoidal"])
+
+
+def test_a_sweep_without_dev_scores_says_so_instead_of_an_empty_table(sweep, no_heldout_reads):
+    for folder in sweep.iterdir():
+        if (folder / "run.json").exists():
+            record = json.loads((folder / "run.json").read_text())
+            record["curve"], record["best"], record["final"] = [], None, None
+            (folder / "run.json").write_text(json.dumps(record))
+    text = write_report(sweep, style="seeds").markdown.read_text()
+    assert "No run has a validation loss (a sweep without a dev split" in text
+    assert "| Variant |" not in text

@@ -20,6 +20,7 @@ from tinygpt.sweep.tables import (
     METRICS,
     UNFINISHED_MARK,
     auto_style,
+    curve,
     diagnostics_table,
     has_diagnostics,
     seeds_table,
@@ -65,6 +66,9 @@ def write_report(sweep_dir: str | Path, *, style: str = "auto", metric: str | No
     chosen = METRICS[metric]
 
     table = seeds_table(jobs, chosen) if style == "seeds" else steps_table(jobs, chosen)
+    if not any(curve(job, chosen) for job in jobs):  # e.g. data.dev=none: nothing to tabulate but the statuses
+        table = (f"No run has a {chosen.label} (a sweep without a dev split, `data.dev=none`, has none); "
+                 "runs.csv lists their statuses" + (", and the held-out section their scores." if held_out else "."))
     drawn = [job for job in jobs if not figure_only or set(figure_only) & set(job.overrides)]
     if figure_only and not drawn:
         raise ValueError(f"figure_only={list(figure_only)}: no run has any of these overrides")
