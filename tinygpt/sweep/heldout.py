@@ -12,10 +12,11 @@ import json
 from collections.abc import Sequence
 
 from tinygpt.sweep.jobs import Job
-from tinygpt.sweep.tables import Metric, step_cell, variant_labels, variants
+from tinygpt.sweep.tables import Metric, seed_label, step_cell, variant_labels, variants
 from tinygpt.train.evaluate import EVALUATIONS
 
-HELD_OUT = Metric("test_bits_per_byte", "test_bpb", "held-out bits per byte")
+# its keys name the evaluations.jsonl field, as the validation metrics' name run.json's
+HELD_OUT = Metric("bits_per_byte", "bits_per_byte", "held-out bits per byte")
 
 
 def held_out_curve(job: Job, metric: Metric = HELD_OUT) -> dict[int, float]:
@@ -27,7 +28,7 @@ def held_out_curve(job: Job, metric: Metric = HELD_OUT) -> dict[int, float]:
     for line in path.read_text().splitlines():
         row = json.loads(line)
         if row.get("split") == "test" and row.get("step") is not None:
-            points[int(row["step"])] = float(row["bits_per_byte"])
+            points[int(row["step"])] = float(row[metric.key])
     return points
 
 
@@ -45,7 +46,7 @@ def held_out_table(jobs: Sequence[Job], digits: int = 3) -> str:
                 continue
             best_step = min(points, key=points.get)
             cells = [step_cell(job, points.get(step), digits) for step in steps]
-            seed = "—" if job.seed is None else str(job.seed)
+            seed = seed_label(job)
             lines.append(f"| {labels[key]} | {seed} | {' | '.join(cells)} | "
                          f"{points[best_step]:.{digits}f} ({best_step:,}) |")
     return "\n".join(lines)

@@ -68,6 +68,10 @@ def parameters(group: Sequence[Job]) -> str:
     return ", ".join(f"{n:,}" for n in sorted(counts)) or "—"
 
 
+def seed_label(job: Job) -> str:
+    return "—" if job.seed is None else str(job.seed)
+
+
 def seed_cell(job: Job, value: float | None, digits: int) -> str:
     """A run's best value in the seeds table: marked if the run is unfinished, its status if it has none."""
     if value is not None and job.status == FINISHED:
@@ -114,7 +118,7 @@ def steps_table(jobs: Sequence[Job], metric: Metric, digits: int = 3) -> str:
         for job in group:
             points = curve(job, metric)
             cells = [step_cell(job, points.get(step), digits) for step in steps]
-            seed = "—" if job.seed is None else str(job.seed)
+            seed = seed_label(job)
             if job.status != FINISHED:
                 seed += f" ({job.status})"
             lines.append(f"| {labels[key]} | {seed} | {parameters([job])} | {' | '.join(cells)} |")
@@ -152,7 +156,7 @@ def diagnostics_table(jobs: Sequence[Job]) -> str:
             diagnostics = (job.record or {}).get("diagnostics")
             if not diagnostics:
                 continue
-            seed = "—" if job.seed is None else str(job.seed)
+            seed = seed_label(job)
             tvd = diagnostics.get("prediction_tvd")
             tvd_cell = f"{tvd:.3f} (step {diagnostics['prediction_tvd_step']:,})" if tvd is not None else "—"
             entropy = diagnostics.get("unigram_entropy_bits")

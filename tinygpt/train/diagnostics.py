@@ -9,8 +9,6 @@ key ``diagnostics``) and to the loggers (``diagnostics/...``).
 
 from __future__ import annotations
 
-import math
-
 import lightning as L
 import torch
 
@@ -50,8 +48,8 @@ class CollapseDiagnostics(L.Callback):
         step = trainer.global_step  # already counts this batch's optimizer step
         point = self.diagnostics["steps"].get(str(step))
         if point is not None and "train_loss_bits" not in point:
-            loss = trainer.callback_metrics.get("train/loss_bits")
-            point["train_loss_bits"] = float(loss) if loss is not None else float(outputs["loss"]) / math.log(2)
+            # what GPTModule.training_step just logged: the cross-entropy in bits, without any MoE auxiliary loss
+            point["train_loss_bits"] = float(trainer.callback_metrics["train/loss_bits"])
             self._update()
 
     def on_train_end(self, trainer, pl_module):
