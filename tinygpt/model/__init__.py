@@ -3,6 +3,7 @@
 from .config import GPTConfig
 from .generate import generate
 from .gpt import GPT, GPTOutput
+from .families import FAMILIES, build_model, config_from, family_of
 from .kv_cache import KVCache, kv_cache_bytes_per_token
 from .params import build_on_meta, parameter_breakdown
 
@@ -11,7 +12,11 @@ __all__ = [
     "GPTConfig",
     "GPTOutput",
     "KVCache",
+    "FAMILIES",
+    "build_model",
     "build_on_meta",
+    "config_from",
+    "family_of",
     "generate",
     "kv_cache_bytes_per_token",
     "parameter_breakdown",

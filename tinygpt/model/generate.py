@@ -37,7 +37,8 @@ def _generate(model, prompt, max_new_tokens, temperature, top_k, top_p, greedy, 
     out[:, :T0] = prompt
     if max_new_tokens == 0:
         return out
-    cache = KVCache.for_model(model, B) if use_cache else None
+    new_cache = getattr(model, "new_cache", None)  # a recurrent family carries its own state (model/lstm.py)
+    cache = (new_cache(B) if new_cache else KVCache.for_model(model, B)) if use_cache else None
     logits = model(prompt, cache).logits[:, -1]  # the whole prompt once (prefill)
     for t in range(T0, T0 + max_new_tokens):
         out[:, t] = sample_next(logits, temperature=temperature, top_k=top_k, top_p=top_p, greedy=greedy,

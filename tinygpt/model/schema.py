@@ -9,7 +9,9 @@ from __future__ import annotations
 from hydra.core.config_store import ConfigStore
 
 from .config import GPTConfig
+from .lstm import LSTMConfig
 
 
 def register_model_schema() -> None:
     ConfigStore.instance().store(group="model", name="schema", node=GPTConfig)
+    ConfigStore.instance().store(group="model", name="lstm_schema", node=LSTMConfig)  # model=lstm

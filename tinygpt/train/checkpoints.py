@@ -66,17 +66,17 @@ def resume_path(run_dir: Path, resume: str, ckpt_path: str | None) -> str | None
 def load_model(path: str | Path):
     """(GPT in eval mode, tokenizer, raw checkpoint) from any tinygpt checkpoint."""
     from tinygpt.data import tokenizer_from_json
-    from tinygpt.model import GPT, GPTConfig
+    from tinygpt.model import build_model
 
     checkpoint = read_checkpoint(path)
     try:
-        config = GPTConfig(**checkpoint["hyper_parameters"]["model"])
+        config = checkpoint["hyper_parameters"]["model"]
         state = {k.removeprefix("model."): v for k, v in checkpoint["state_dict"].items()
                  if k.startswith("model.")}
         tokenizer = tokenizer_from_json(checkpoint["tokenizer"])
     except KeyError as missing:
         raise CheckpointError(f"checkpoint {path} is not a tinygpt checkpoint (no {missing})") from None
-    model = GPT(config)
+    model = build_model(config)  # GPT or LSTM, by the config's family (tinygpt/model/families.py)
     model.load_state_dict(state)
     model.eval()
     return model, tokenizer, checkpoint

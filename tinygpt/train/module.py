@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from tinygpt.metrics import BitsPerByte
-from tinygpt.model import GPT, GPTConfig
+from tinygpt.model import build_model, config_from
 from tinygpt.train.optim import OptimConfig, build_optimizer
 
 LN2 = math.log(2)
@@ -27,9 +27,9 @@ class GPTModule(L.LightningModule):
         # logger=False: the run logs its own hparams (the switches, not a tokenizer's JSON) with a metric
         self.save_hyperparameters(ignore=["tokenizer_json"], logger=False)
         self.tokenizer_json = tokenizer_json
-        self.model_config = GPTConfig(**model)
+        self.model = build_model(model)  # the family (gpt, lstm) is named in the config: tinygpt/model/families.py
+        self.model_config = self.model.config
         self.optim_config = OptimConfig(**optim)
-        self.model = GPT(self.model_config)
         self.dev_score = BitsPerByte()
         self.best_dev_bpb = math.inf
         self.best_dev_step = -1
@@ -49,7 +49,7 @@ class GPTModule(L.LightningModule):
         # sync_dist: under DDP, the loss of the whole global batch (the mean over ranks), as on one device
         self.log("train/loss", loss, prog_bar=True, sync_dist=True)
         self.log("train/loss_bits", loss / LN2, sync_dist=True)
-        if self.model_config.mlp == "moe":
+        if getattr(self.model_config, "mlp", None) == "moe":
             self.log("train/moe_aux_loss", out.aux_loss)
         self.log("train/lr", self.lr_schedulers().get_last_lr()[0])
         return loss + out.aux_loss

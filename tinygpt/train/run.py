@@ -12,7 +12,7 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from omegaconf import DictConfig, OmegaConf
 
 from tinygpt.data import TextDataModule
-from tinygpt.model import GPTConfig
+from tinygpt.model import GPTConfig, config_from, families
 from tinygpt.sweep.placement import apply_placement
 from tinygpt.train.checkpoints import AtomicCheckpointIO, resume_path
 from tinygpt.train.diagnostics import CollapseDiagnostics
@@ -20,7 +20,7 @@ from tinygpt.train.module import GPTModule
 from tinygpt.train.optim import OptimConfig
 from tinygpt.train.record import RunRecord, read_record
 from tinygpt.train.sampling import TextSampler
-from tinygpt.train.speed import SpeedMonitor, flops_per_token
+from tinygpt.train.speed import SpeedMonitor
 
 
 def model_config(cfg: DictConfig, vocab_size: int) -> GPTConfig:
@@ -31,7 +31,7 @@ def model_config(cfg: DictConfig, vocab_size: int) -> GPTConfig:
     elif model["vocab_size"] < vocab_size:
         raise ValueError(f"model.vocab_size={model['vocab_size']} is smaller than the tokenizer's "
                          f"{vocab_size}; set model.vocab_size=0 to take the tokenizer's")
-    return GPTConfig.from_omegaconf(model)
+    return config_from(model)  # GPTConfig, or the config of the family model.family names
 
 
 def hparams(cfg: DictConfig, config: GPTConfig, optim: OptimConfig) -> dict:
@@ -51,8 +51,7 @@ def build_callbacks(cfg, run_dir: Path, module: GPTModule, datamodule, record: R
         # last.ckpt: the full training state, for resume
         ModelCheckpoint(dirpath=ckpt_dir, save_last=True, save_top_k=0,
                         every_n_train_steps=cfg.checkpoint.every_n_steps),
-        SpeedMonitor(flops_per_token(module.model.num_parameters(), module.model_config.n_layers,
-                                     module.model_config.context_length, module.model_config.d_model),
+        SpeedMonitor(families.flops_per_token(module.model),
                      peak_flops=cfg.speed.peak_flops.get(str(cfg.trainer.precision))),
         TextSampler(datamodule.tokenizer, cfg.sample.prompt, cfg.sample.max_new_tokens,
                     cfg.sample.temperature, cfg.sample.top_k, cfg.seed),

@@ -1,0 +1,52 @@
+"""The model families a run can train, ``gpt`` and ``lstm``: their names and their dispatch, in one place.
+
+A model config names its family in ``family`` (the GPT presets leave it out: ``gpt`` is the default, so every
+existing config and checkpoint means what it did). Everything that builds a model from a config, the
+LightningModule, the run and the checkpoint loader, asks this registry rather than naming a class.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .config import GPTConfig
+from .gpt import GPT
+from .lstm import CharLSTM, LSTMConfig
+
+FAMILIES: dict[str, tuple[type, type]] = {"gpt": (GPTConfig, GPT), "lstm": (LSTMConfig, CharLSTM)}
+
+
+def family_of(model: Any) -> str:
+    """The family a model config (dict, DictConfig or config dataclass) belongs to."""
+    family = model.get("family", "gpt") if hasattr(model, "get") else getattr(model, "family", "gpt")
+    if family not in FAMILIES:
+        raise ValueError(f"model.family={family!r} is not allowed; choose one of {', '.join(FAMILIES)}")
+    return family
+
+
+def config_from(model: Any, **overrides: Any):
+    """The typed config of a model node (Hydra node or dict), checked against its family's schema."""
+    config_cls, _ = FAMILIES[family_of(model)]
+    if config_cls is GPTConfig and hasattr(model, "get") and "family" in model:
+        model = {k: v for k, v in model.items() if k != "family"}
+    return config_cls.from_omegaconf(model, **overrides)
+
+
+def build_model(config: Any):
+    """The model for a typed config or a plain dict of its fields (as saved in a checkpoint's hparams)."""
+    if isinstance(config, dict):
+        config_cls, model_cls = FAMILIES[family_of(config)]
+        fields = {k: v for k, v in config.items() if not (config_cls is GPTConfig and k == "family")}
+        return model_cls(config_cls(**fields))
+    for config_cls, model_cls in FAMILIES.values():
+        if isinstance(config, config_cls):
+            return model_cls(config)
+    raise TypeError(f"no model family has the config type {type(config).__name__}")
+
+
+def flops_per_token(model) -> int:
+    """Training FLOPs per token: 003's 6N + 12·L·T·D for the GPT, 6N for the LSTM."""
+    if isinstance(model, GPT):
+        c = model.config
+        return 6 * model.num_parameters() + 12 * c.n_layers * c.context_length * c.d_model
+    return model.flops_per_token()
