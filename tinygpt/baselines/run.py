@@ -1,0 +1,158 @@
+"""All the baselines over one data config and split, their record, and the held-out log.
+
+`run_baselines` scores bz2, lzma, zlib, Kneser–Ney, unigram and (given a trained `model=lstm` run) the LSTM on
+the dev split or, only when split="test" is asked for explicitly, the held-out split, and writes
+<out_dir>/baselines_<split>.json, which scripts/analyze.py's comparison table reads. Every held-out scoring is
+appended to <out_dir>/evaluations.jsonl, and the LSTM's also to its own run's evaluations.jsonl, as
+scripts/evaluate.py does for a GPT.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from omegaconf import OmegaConf
+
+from tinygpt.analysis.costs import carried_state_bits
+from tinygpt.baselines.compressors import COMPRESSORS, score_compressor
+from tinygpt.baselines.kneser_ney import KneserNey
+from tinygpt.baselines.texts import SplitText, load_split_text, plan_for
+from tinygpt.baselines.unigram import Unigram
+from tinygpt.data.encoded import encode_segments
+from tinygpt.data.errors import DataError
+from tinygpt.train.checkpoints import load_model
+from tinygpt.train.evaluate import EVALUATIONS, run_checkpoints
+from tinygpt.train.record import read_record, write_json_atomic
+
+LSTM_CONTEXT = "state carried through the whole scored text, fed 128 tokens at a time (as 003's LSTM)"
+
+
+def record_path(out_dir: str | Path, split: str) -> Path:
+    return Path(out_dir) / f"baselines_{split}.json"
+
+
+def summarize(bits: np.ndarray, token_bytes: np.ndarray, token_doc: np.ndarray, documents, unseen: np.ndarray,
+              seconds: float) -> dict:
+    """Totals over the scored tokens (all but the first), per document, and the cost of unseen characters."""
+    scored = np.ones(len(bits), dtype=bool)
+    scored[0] = False
+    n_docs = len(documents)
+    doc_bits = np.bincount(token_doc[scored], weights=bits[scored], minlength=n_docs)
+    doc_bytes = np.bincount(token_doc[scored], weights=token_bytes[scored], minlength=n_docs)
+    total_bits, total_bytes = float(bits[scored].sum()), int(token_bytes[scored].sum())
+    return {
+        "bits": total_bits, "bytes": total_bytes, "bits_per_byte": total_bits / total_bytes,
+        "per_document_bpb": {name: float(b / n) for name, b, n in zip(documents, doc_bits, doc_bytes, strict=True)
+                             if n > 0},
+        "unseen_bits": float(bits[scored & unseen].sum()), "seconds": round(seconds, 2),
+    }
+
+
+def char_arrays(split: SplitText) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per character of the scored text: bytes, document index, and whether training never had it."""
+    known = set(split.train)
+    unseen = np.fromiter((ch not in known for ch in split.text), dtype=bool, count=len(split.text))
+    return split.char_bytes, split.doc_of_char, unseen
+
+
+def run_baselines(data: Any, split: str = "dev", kn_order: int = 6, lstm_run: str | None = None,
+                  out_dir: str | Path = "outputs/baselines", device: str = "cpu",
+                  echo=print) -> dict:
+    text = load_split_text(data, split)
+    lstm = _lstm_checkpoint(lstm_run, data) if lstm_run else None  # checked before anything is scored
+    out_dir = Path(out_dir)
+    char_bytes, doc_of_char, unseen = char_arrays(text)
+    documents = [text.document_text(i) for i in range(len(text.documents))]
+    results: dict[str, dict] = {}
+
+    def report(name: str, result: dict) -> None:
+        results[name] = result
+        echo(f"{name}: {result['bits_per_byte']:.3f} bits per byte")
+
+    for name in COMPRESSORS:
+        t0 = time.perf_counter()
+        r = score_compressor(name, text.train, text.text, documents)
+        per_doc = {d: p["bits"] / p["bytes"] for d, p in zip(text.documents, r["per_document"], strict=True)}
+        report(name, {"bits": r["bits"], "bytes": r["bytes"], "bits_per_byte": r["bits"] / r["bytes"],
+                      "per_document_bpb": per_doc, "seconds": round(time.perf_counter() - t0, 2),
+                      "given": "the training text (per document: 003's formula over the whole document)"})
+    for model in (KneserNey(text.train, kn_order), Unigram(text.train)):
+        t0 = time.perf_counter()
+        bits = model.bits_each(text.text)
+        report(model.name, summarize(bits, char_bytes, doc_of_char, text.documents, unseen,
+                                     time.perf_counter() - t0))
+    if lstm is not None:
+        report("lstm", _score_lstm(lstm, text, device))
+
+    record = {
+        "split": split, "data": OmegaConf.to_container(data, resolve=True) if OmegaConf.is_config(data) else data,
+        "documents": list(text.documents), "train_chars": len(text.train), "scored_chars": len(text.text) - 1,
+        "scored_bytes": text.scored_bytes, "unseen_chars": int(unseen[1:].sum()), "kn_order": kn_order,
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "baselines": results,
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(record_path(out_dir, split), record)
+    if split == "test":
+        with open(out_dir / EVALUATIONS, "a") as log:
+            for name, r in results.items():
+                log.write(json.dumps({"time": record["time"], "baseline": name, "split": split,
+                                      "bits_per_byte": r["bits_per_byte"], "bits": r["bits"], "bytes": r["bytes"],
+                                      "per_document_bpb": r["per_document_bpb"]}) + "\n")
+        if lstm is not None:
+            r = results["lstm"]
+            with open(Path(lstm_run) / EVALUATIONS, "a") as log:
+                log.write(json.dumps({"time": record["time"], "checkpoint": r["checkpoint"], "step": r["step"],
+                                      "split": split, "context": LSTM_CONTEXT, "bits_per_byte": r["bits_per_byte"],
+                                      "bits": r["bits"], "bytes": r["bytes"],
+                                      "per_document_bpb": r["per_document_bpb"]}) + "\n")
+    echo(f"[tinygpt] {split} baselines over {len(text.text) - 1:,} scored characters "
+         f"({text.scored_bytes:,} bytes, {record['unseen_chars']:,} never seen in training): "
+         f"{record_path(out_dir, split)}")
+    return record
+
+
+def _lstm_checkpoint(run_dir: str, data: Any) -> Path:
+    """The LSTM run's newest checkpoint, after checking that it was trained on these very splits."""
+    run_dir = Path(run_dir)
+    record = read_record(run_dir)
+    if record is None:
+        raise FileNotFoundError(f"lstm_run={run_dir}: no run.json there; give the folder of a model=lstm run")
+    if record["config"]["model"].get("family") != "lstm":
+        raise ValueError(f"lstm_run={run_dir} is a {record['config']['model'].get('family', 'gpt')} run, not "
+                         "model=lstm")
+    _, ours = plan_for(data)
+    _, theirs = plan_for(record["config"]["data"])
+    if (ours.train, ours.dev, ours.test) != (theirs.train, theirs.dev, theirs.test):
+        raise DataError(f"lstm_run={run_dir} was trained on other splits (data={record['config']['data']['name']}"
+                        f", dev={record['config']['data']['dev']}) than data={_data_name(data)} gives; "
+                        "score it with the data settings it was trained with")
+    checkpoints = run_checkpoints(run_dir)
+    if not checkpoints:
+        raise FileNotFoundError(f"lstm_run={run_dir}: no checkpoints under {run_dir / 'checkpoints'}")
+    return checkpoints[-1]
+
+
+def _data_name(data: Any) -> str:
+    return str(data["name"]) if hasattr(data, "__getitem__") else str(data)
+
+
+def _score_lstm(path: Path, text: SplitText, device: str) -> dict:
+    t0 = time.perf_counter()
+    model, tokenizer, checkpoint = load_model(path)
+    if getattr(model.config, "family", "gpt") != "lstm":
+        raise ValueError(f"{path} is not an LSTM checkpoint")
+    segments = [(name, text.document_text(i)) for i, name in enumerate(text.documents)]
+    encoded = encode_segments(tokenizer, segments)
+    bits = carried_state_bits(model.to(device), encoded.ids, chunk=128, device=device)
+    known = set(text.train)
+    if tokenizer.name == "char":
+        unseen = np.fromiter((ch not in known for ch in text.text), dtype=bool, count=len(text.text))
+    else:
+        unseen = np.zeros(len(encoded), dtype=bool)
+    result = summarize(bits, encoded.token_bytes.numpy(), encoded.token_doc.numpy(), encoded.documents, unseen,
+                       time.perf_counter() - t0)
+    return {**result, "checkpoint": str(path), "step": checkpoint.get("global_step"), "context": LSTM_CONTEXT}
