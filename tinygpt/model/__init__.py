@@ -1,9 +1,9 @@
 """The GPT model: every architecture switch of the spec, chosen by config alone."""
 
 from .config import GPTConfig
+from .families import FAMILIES, build_model, config_from, family_of
 from .generate import generate
 from .gpt import GPT, GPTOutput
-from .families import FAMILIES, build_model, config_from, family_of
 from .kv_cache import KVCache, kv_cache_bytes_per_token
 from .params import build_on_meta, parameter_breakdown
 

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from tinygpt.metrics import BitsPerByte
-from tinygpt.model import build_model, config_from
+from tinygpt.model import build_model
 from tinygpt.train.optim import OptimConfig, build_optimizer
 
 LN2 = math.log(2)
