@@ -63,7 +63,8 @@ def test_kneser_ney_by_hand_on_a_toy_corpus():
     assert kn.prob("d", "a") == pytest.approx(0.25)  # a context never seen: the shorter context's estimate
     assert kn.name == "kneser-ney-1"
     bits = kn.bits_each("abz")
-    assert bits[0] == 0 and bits[1] == pytest.approx(-math.log2(0.8125)) and bits[2] == pytest.approx(3.0)  # P(z|b) = 0.5·1·0.25 / 1
+    assert bits[0] == 0 and bits[1] == pytest.approx(-math.log2(0.8125))
+    assert bits[2] == pytest.approx(3.0)  # P(z | b) = 0.5 · 1 · 0.25 / 1
 
 
 @pytest.mark.parametrize("order", [0, 1, 2, 4, 6])

@@ -5,12 +5,15 @@ from .families import FAMILIES, build_model, config_from, family_of
 from .generate import generate
 from .gpt import GPT, GPTOutput
 from .kv_cache import KVCache, kv_cache_bytes_per_token
+from .lstm import CharLSTM, LSTMConfig
 from .params import build_on_meta, parameter_breakdown
 
 __all__ = [
     "GPT",
     "GPTConfig",
+    "CharLSTM",
     "GPTOutput",
+    "LSTMConfig",
     "KVCache",
     "FAMILIES",
     "build_model",
