@@ -1,0 +1,76 @@
+"""scripts/analyze.py's report on a trained run: per-token costs that sum to the metric, the comparison table
+with the baselines, repeats and memorization sections, and held-out analysis logged only when asked."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import numpy as np
+import pytest
+from conftest import PYTHON, REPO, compose_train
+
+from tinygpt.analysis.costs import window_bits
+from tinygpt.analysis.run import analyze
+from tinygpt.baselines.run import run_baselines
+from tinygpt.data import TextDataModule
+from tinygpt.train.checkpoints import load_model
+from tinygpt.train.evaluate import EVALUATIONS, evaluate
+from tinygpt.train.run import train
+
+
+@pytest.fixture(scope="module")
+def gpt_run(tmp_path_factory, small_corpus):
+    run_dir = tmp_path_factory.mktemp("gpt")
+    cfg = compose_train(["experiment=smoke", "data=textfile", f"data.path={small_corpus}"])
+    record = train(cfg, run_dir)
+    base = tmp_path_factory.mktemp("baselines")
+    run_baselines(record["config"]["data"], "dev", kn_order=3, out_dir=base, echo=lambda _: None)
+    return run_dir, record, base
+
+
+def test_per_token_costs_sum_to_the_metric(gpt_run):
+    run_dir, record, _ = gpt_run
+    model, tokenizer, _ = load_model(run_dir / "checkpoints" / "last.ckpt")
+    dm = TextDataModule(record["config"]["data"], context_length=model.config.context_length, seed=0,
+                        tokenizer=tokenizer)
+    bits = window_bits(model, dm.dev_split, model.config.context_length)
+    row = evaluate(str(run_dir), ckpt=str(run_dir / "checkpoints" / "last.ckpt"))[0]
+    assert bits[0] == 0 and bits[1:].sum() == pytest.approx(row["bits"], rel=1e-6)
+
+
+def test_report_has_the_table_repeats_and_memorization(gpt_run):
+    run_dir, record, base = gpt_run
+    lines: list[str] = []
+    report = analyze(run_dir, "dev", baselines=base, samples=2, sample_chars=16, spans=(8, 4), echo=lines.append)
+    assert list(report["table"]) == ["GPT, 4 steps", "GPT, 8 steps", "kneser-ney-3", "bz2", "lzma", "zlib",
+                                     "unigram"]
+    by_step = {p["step"]: p["dev_bits_per_byte"] for p in record["curve"]}
+    assert report["table"]["GPT, 8 steps"]["bits_per_byte"] == pytest.approx(by_step[8], rel=1e-5)
+    assert "train_sample_bpb" in report["table"]["GPT, 8 steps"]
+    rows = report["repeats"]["rows"]
+    assert [r["span"] for r in rows] == [8, 4]
+    for r in rows:
+        assert r["copied"]["fraction"] + r["rest"]["fraction"] <= 1 + 1e-12
+        assert r["copied"]["fraction"] > 0.5  # word salad from a fixed vocabulary: mostly copied
+    mem = report["memorization"]
+    assert len(mem["samples"]) == 2 and mem["greedy"]["length"] >= 1
+    for m in mem["samples"] + mem["held_out"]:
+        if m["length"]:
+            assert m["stretch"] in m["text"]
+    text = (run_dir / "analysis_dev.md").read_text()
+    assert "## Comparison" in text and "## Repeats" in text and "## Memorization" in text
+    assert "| GPT, 8 steps |" in text
+    assert not (run_dir / EVALUATIONS).exists()  # dev analysis is not a held-out scoring
+
+
+def test_held_out_analysis_only_when_asked_and_logged(gpt_run, tmp_path):
+    run_dir, _, _ = gpt_run
+    done = subprocess.run([PYTHON, "scripts/analyze.py", f"run_dir={run_dir}", "split=test", f"baselines={tmp_path}",
+                           "samples=1", "sample_chars=8", "spans=[8]"], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    logged = [json.loads(x) for x in (run_dir / EVALUATIONS).read_text().splitlines()]
+    assert [r["step"] for r in logged] == [4, 8] and all(r["split"] == "test" for r in logged)
+    assert "No baselines record" in (run_dir / "analysis_test.md").read_text()
+    assert np.isfinite(logged[-1]["bits_per_byte"])
