@@ -1,0 +1,114 @@
+"""Where a training step's time goes (003's timing table): batch assembly, forward (with the loss), backward,
+optimizer step (with clipping), and MFU, for character and BPE tokens.
+
+    python scripts/step_parts.py [--steps 20] [--warmup 5] [--out step_parts.md] [overrides ...]
+    python scripts/step_parts.py --steps 2 --warmup 1 experiment=smoke     # a quick check of the script
+
+Each part is timed on its own clock around the same calls the training loop makes (on a GPU, after a
+synchronize), averaged over --steps after --warmup. MFU = tokens/s x (6N + 12·L·T·D) / speed.peak_flops, the
+measured peak of the machine (conf/train.yaml). Speed is measured here, never in tests; figures taken on a
+loaded machine are not figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from hydra import compose, initialize_config_dir
+
+import tinygpt.train  # noqa: F401  (registers the config's schema and resolvers)
+from tinygpt.data import TextDataModule
+from tinygpt.model import families
+from tinygpt.train.module import GPTModule
+from tinygpt.train.optim import OptimConfig, build_optimizer
+from tinygpt.train.run import model_config
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+PARTS = ("batch", "forward", "backward", "optimizer")
+
+
+def time_parts(cfg, steps: int, warmup: int, device: str) -> dict:
+    datamodule = TextDataModule(cfg.data, context_length=cfg.model.context_length, seed=0)
+    datamodule.setup("fit")
+    config = model_config(cfg, datamodule.vocab_size)
+    optim = OptimConfig.from_omegaconf(cfg.optim)
+    torch.manual_seed(0)
+    model = GPTModule(vars(config), vars(optim), steps + warmup).model.to(device).train()
+    optimizer, schedule = build_optimizer(model, optim, steps + warmup)
+    batches = datamodule.train_batches
+
+    def clock() -> float:
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
+    totals = dict.fromkeys(PARTS, 0.0)
+    for step in range(steps + warmup):
+        t0 = clock()
+        x, y = batches.batch(step)
+        x, y = x.to(device), y.to(device)
+        t1 = clock()
+        out = model(x)
+        loss = F.cross_entropy(out.logits.flatten(0, 1), y.flatten()) + out.aux_loss
+        t2 = clock()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        t3 = clock()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), optim.grad_clip)
+        optimizer.step()
+        schedule.step()
+        t4 = clock()
+        if step >= warmup:
+            for part, seconds in zip(PARTS, (t1 - t0, t2 - t1, t3 - t2, t4 - t3), strict=True):
+                totals[part] += seconds
+    per_step = {part: seconds / steps for part, seconds in totals.items()}
+    tokens = x.numel()
+    step_s = sum(per_step.values())
+    peak = cfg.speed.peak_flops.get(str(cfg.trainer.precision))
+    rate = tokens / step_s
+    return {"tokenizer": cfg.data.tokenizer.name, "vocab": datamodule.vocab_size,
+            "parameters": model.num_parameters(), "tokens": tokens,
+            "parts_ms": {k: v * 1e3 for k, v in per_step.items()},
+            "step_ms": step_s * 1e3, "tokens_per_s": rate,
+            "mfu": rate * families.flops_per_token(model) / peak if peak else None}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--out", default=None, help="also write the Markdown table here")
+    parser.add_argument("overrides", nargs="*", default=["experiment=blog"],
+                        help="config overrides (default: experiment=blog)")
+    args = parser.parse_args()
+    rows = []
+    for kind in ("char", "bpe"):
+        with initialize_config_dir(str(CONF), version_base="1.3"):
+            cfg = compose("train", overrides=[*args.overrides, f"data/tokenizer={kind}"])
+        rows.append(time_parts(cfg, args.steps, args.warmup, args.device))
+    lines = [f"# Step parts: `python scripts/step_parts.py --steps {args.steps} --warmup {args.warmup} "
+             f"{' '.join(args.overrides)}`", "",
+             f"{platform.machine()}, device {args.device}, {torch.get_num_threads()} torch threads, torch "
+             f"{torch.__version__}; milliseconds per step, averaged over {args.steps} steps.", "",
+             "| tokens | parameters | batch | forward | backward | optimizer | step | tokens/s | MFU |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        ms = r["parts_ms"]
+        mfu = "" if r["mfu"] is None else f"{r['mfu']:.1%}"
+        lines.append(f"| {r['tokenizer']} (V={r['vocab']:,}) | {r['parameters']:,} | {ms['batch']:.1f} | "
+                     f"{ms['forward']:.1f} | {ms['backward']:.1f} | {ms['optimizer']:.1f} | {r['step_ms']:.1f} | "
+                     f"{r['tokens_per_s']:,.0f} | {mfu} |")
+    text = "\n".join(lines) + "\n"
+    if args.out:
+        Path(args.out).write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
