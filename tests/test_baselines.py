@@ -119,3 +119,20 @@ def test_baselines_script_runs_on_a_users_textfile(small_corpus, tmp_path):
                           f"out_dir={tmp_path}", "split=train"], cwd=REPO, capture_output=True, text=True,
                          timeout=300)
     assert bad.returncode != 0 and "split='train' is not allowed" in bad.stderr
+
+
+def test_summary_skips_the_first_position_and_counts_unseen_costs():
+    import numpy as np
+
+    from tinygpt.analysis.run import _unseen_line
+    from tinygpt.baselines.run import summarize
+
+    bits, n_bytes = np.array([9.0, 1.0, 2.0, 3.0]), np.array([1, 1, 2, 1])
+    doc, unseen = np.array([0, 0, 1, 1]), np.array([False, False, True, False])
+    s = summarize(bits, n_bytes, doc, ["a", "b"], unseen, 0.0)
+    assert (s["bits"], s["bytes"], s["unseen_bits"]) == (6.0, 4, 2.0)
+    assert s["per_document_bpb"] == {"a": 1.0, "b": pytest.approx(5 / 3)}
+    assert summarize(bits, n_bytes, doc, ["a", "b"], None, 0.0)["unseen_bits"] is None
+    line = _unseen_line({"m": s}, n_unseen=1, scored_bytes=4)
+    assert "1 scored characters never occur" in line and "m pays 2.0 bits per unseen character" in line
+    assert "0.500 bits per byte" in line and "(33.3% of its cost)" in line

@@ -25,7 +25,7 @@ def gpt_row(model, tokenizer, text: SplitText, unseen: np.ndarray, train_sample_
     T = model.config.context_length
     encoded = encode_segments(tokenizer, [(n, text.document_text(i)) for i, n in enumerate(text.documents)])
     bits = window_bits(model.to(device), encoded, T, device)
-    token_unseen = unseen if tokenizer.name == "char" else np.zeros(len(encoded), dtype=bool)
+    token_unseen = unseen if tokenizer.name == "char" else None
     row = summarize(bits, encoded.token_bytes.numpy(), encoded.token_doc.numpy(), encoded.documents,
                     token_unseen, 0.0)
     sample = text.train[:train_sample_chars]

@@ -35,9 +35,10 @@ def record_path(out_dir: str | Path, split: str) -> Path:
     return Path(out_dir) / f"baselines_{split}.json"
 
 
-def summarize(bits: np.ndarray, token_bytes: np.ndarray, token_doc: np.ndarray, documents, unseen: np.ndarray,
-              seconds: float) -> dict:
-    """Totals over the scored tokens (all but the first), per document, and the cost of unseen characters."""
+def summarize(bits: np.ndarray, token_bytes: np.ndarray, token_doc: np.ndarray, documents,
+              unseen: np.ndarray | None, seconds: float) -> dict:
+    """Totals over the scored tokens (all but the first), per document, and the cost of unseen characters
+    (None when the tokens are not characters, so that cost cannot be told apart)."""
     scored = np.ones(len(bits), dtype=bool)
     scored[0] = False
     n_docs = len(documents)
@@ -48,7 +49,7 @@ def summarize(bits: np.ndarray, token_bytes: np.ndarray, token_doc: np.ndarray, 
         "bits": total_bits, "bytes": total_bytes, "bits_per_byte": total_bits / total_bytes,
         "per_document_bpb": {name: float(b / n) for name, b, n in zip(documents, doc_bits, doc_bytes, strict=True)
                              if n > 0},
-        "unseen_bits": float(bits[scored & unseen].sum()), "seconds": round(seconds, 2),
+        "unseen_bits": None if unseen is None else float(bits[scored & unseen].sum()), "seconds": round(seconds, 2),
     }
 
 
@@ -149,10 +150,9 @@ def _score_lstm(path: Path, text: SplitText, device: str) -> dict:
     encoded = encode_segments(tokenizer, segments)
     bits = carried_state_bits(model.to(device), encoded.ids, chunk=128, device=device)
     known = set(text.train)
+    unseen = None
     if tokenizer.name == "char":
         unseen = np.fromiter((ch not in known for ch in text.text), dtype=bool, count=len(text.text))
-    else:
-        unseen = np.zeros(len(encoded), dtype=bool)
     result = summarize(bits, encoded.token_bytes.numpy(), encoded.token_doc.numpy(), encoded.documents, unseen,
                        time.perf_counter() - t0)
     return {**result, "checkpoint": str(path), "step": checkpoint.get("global_step"), "context": LSTM_CONTEXT}
