@@ -81,8 +81,9 @@ def run_baselines(data: Any, split: str = "dev", kn_order: int = 6, lstm_run: st
         report(name, {"bits": r["bits"], "bytes": r["bytes"], "bits_per_byte": r["bits"] / r["bytes"],
                       "per_document_bpb": per_doc, "seconds": round(time.perf_counter() - t0, 2),
                       "given": "the training text (per document: 003's formula over the whole document)"})
-    for model in (KneserNey(text.train, kn_order), Unigram(text.train)):
-        t0 = time.perf_counter()
+    for build in (lambda: KneserNey(text.train, kn_order), lambda: Unigram(text.train)):
+        t0 = time.perf_counter()  # fitting included
+        model = build()
         bits = model.bits_each(text.text)
         report(model.name, summarize(bits, char_bytes, doc_of_char, text.documents, unseen,
                                      time.perf_counter() - t0))
