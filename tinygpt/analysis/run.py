@@ -113,7 +113,7 @@ def analyze(run_dir: str | Path, split: str = "dev", baselines: str | Path | Non
     lengths = [m["length"] for m in mem["samples"]]
     held = [m["length"] for m in mem["held_out"]]
     lines += ["", f"samples: {min(lengths)} to {max(lengths)} characters; greedy: {mem['greedy']['length']}; "
-              f"held-out text written by people: {min(held)} to {max(held)}", ""]
+              f"pieces of the {split} text, written by people: {min(held)} to {max(held)}", ""]
 
     write_json_atomic(run_dir / f"analysis_{split}.json", report)
     (run_dir / f"analysis_{split}.md").write_text("\n".join(lines))
