@@ -65,8 +65,9 @@ def model_card(config: GPTConfig, family: Family, ckpt: Path, step: int | None, 
             lines.append(f"- {split} split: {summary.get('bytes'):,} bytes, {len(summary.get('documents', []))} "
                          "document(s)")
     trainer = cfg.get("trainer", {})
-    lines += [f"- steps: {step} trained of max_steps={trainer.get('max_steps')}; batch {cfg.get('data', {}).get('batch_size')}"
-              f" x context {config.context_length}; run status: {record.get('status')}", ""]
+    batch = cfg.get("data", {}).get("batch_size")
+    lines += [f"- steps: {step} trained of max_steps={trainer.get('max_steps')}; batch {batch} x context "
+              f"{config.context_length}; run status: {record.get('status')}", ""]
     lines += ["## Scores (bits per byte, lower is better)", ""]
     curve = {p["step"]: p for p in record.get("curve", [])}
     if step in curve:

@@ -187,7 +187,8 @@ def _permute_heads(t: torch.Tensor, n_heads: int, head_dim: int, order: torch.Te
 def _llama_names(config: GPTConfig) -> list[tuple[str, str, str]]:
     """(tinygpt name, transformers name, kind): kind 'q'/'k' rows are RoPE-permuted per head, 'qn'/'kn' gains
     permuted, '' copied as is."""
-    names = [("token_embedding.weight", "model.embed_tokens.weight", ""), ("final_norm.weight", "model.norm.weight", "")]
+    names = [("token_embedding.weight", "model.embed_tokens.weight", ""),
+             ("final_norm.weight", "model.norm.weight", "")]
     for i in range(config.n_layers):
         ours, theirs = f"blocks.{i}.", f"model.layers.{i}."
         names += [(ours + "norm1.weight", theirs + "input_layernorm.weight", ""),
@@ -240,13 +241,14 @@ def _gpt2_convert(state: dict, config: GPTConfig, to_hf: bool) -> dict:
             qkv = [f"{ours}attention.{p}" for p in ("q_proj", "k_proj", "v_proj")]
             out[theirs + "attn.c_attn.weight"] = torch.cat([state[p + ".weight"] for p in qkv]).T
             out[theirs + "attn.c_attn.bias"] = torch.cat([bias(p + ".bias", d) for p in qkv])
-            for a, b, n in (("attention.out_proj", "attn.c_proj", d), ("mlp.fc", "mlp.c_fc", config.resolved_mlp_hidden),
-                            ("mlp.proj", "mlp.c_proj", d)):
+            for a, b, n in (("attention.out_proj", "attn.c_proj", d),
+                            ("mlp.fc", "mlp.c_fc", config.resolved_mlp_hidden), ("mlp.proj", "mlp.c_proj", d)):
                 out[f"{theirs}{b}.weight"] = state[f"{ours}{a}.weight"].T
                 out[f"{theirs}{b}.bias"] = bias(f"{ours}{a}.bias", n)
         out["transformer.ln_f.weight"] = state["final_norm.weight"]
         out["transformer.ln_f.bias"] = bias("final_norm.bias", d)
-        out["lm_head.weight"] = state["lm_head.weight"] if not config.tie_embeddings else state["token_embedding.weight"]
+        head = "token_embedding.weight" if config.tie_embeddings else "lm_head.weight"
+        out["lm_head.weight"] = state[head]
         return {k: v.contiguous() for k, v in out.items()}
     # transformers -> tinygpt (always with biases: GPT-2 has them)
     out["token_embedding.weight"] = state["transformer.wte.weight"]
