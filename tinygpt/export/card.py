@@ -56,7 +56,7 @@ def model_card(config: GPTConfig, family: Family, ckpt: Path, step: int | None, 
     cfg, data = record.get("config", {}), record.get("data", {})
     corpus = data.get("corpus", {})
     splits = data.get("splits") or {}
-    lines += [f"- corpus: {corpus.get('name')} ({corpus.get('documents')} documents, {corpus.get('bytes'):,} bytes)"
+    lines += [f"- corpus: {corpus.get('name')} ({corpus.get('documents')} document(s), {corpus.get('bytes'):,} bytes)"
               if corpus else "- corpus: not recorded",
               f"- training fraction: {data.get('train_fraction')}; seed {cfg.get('seed')}"]
     for split in ("train", "dev", "test"):
