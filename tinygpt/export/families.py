@@ -139,7 +139,17 @@ def _refuse_unless(ok: bool, field: str, value, why: str) -> None:
 
 def tinygpt_config(hf) -> GPTConfig:
     """GPTConfig from a transformers config of a supported family; refuses anything tinygpt would compute
-    differently (rope scaling, sliding windows, exact GELU, MLP biases, ...), naming the config.json field."""
+    differently (rope scaling, sliding windows, exact GELU, MLP biases, ...), naming the config.json field.
+    Sizes equal to tinygpt's defaults come back as null (n_kv_heads, head_dim, mlp_hidden), as a run states them."""
+    config = _tinygpt_config(hf)
+    defaults = GPTConfig(**{**vars(config), "n_kv_heads": None, "head_dim": None, "mlp_hidden": None})
+    return GPTConfig(**{**vars(config), **{
+        "n_kv_heads": None if config.n_kv_heads == defaults.resolved_kv_heads else config.n_kv_heads,
+        "head_dim": None if config.head_dim == defaults.resolved_head_dim else config.head_dim,
+        "mlp_hidden": None if config.mlp_hidden == defaults.resolved_mlp_hidden else config.mlp_hidden}})
+
+
+def _tinygpt_config(hf) -> GPTConfig:
     model_type = getattr(hf, "model_type", None)
     _refuse_unless(model_type in FAMILIES, "model_type", model_type, "not a supported family")
     if model_type == "gpt2":
