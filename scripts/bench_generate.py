@@ -111,4 +111,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     register_model_schema()
-    main()
+    raise SystemExit(main())

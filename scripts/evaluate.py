@@ -1,27 +1,9 @@
 """Score checkpoints in bits per byte on the dev split or, only when asked, on the held-out test split.
 
-    python scripts/evaluate.py run_dir=outputs/runs/blog/default                 # dev, every checkpoint
-    python scripts/evaluate.py run_dir=... split=test                            # the held-out text
-    python scripts/evaluate.py "ckpt='outputs/.../checkpoints/step004000.ckpt'" split=test
-
-The data splits are rebuilt from the run's own record (same corpus, seed, split settings, tokenizer from
-the checkpoint). Every test scoring is appended, with its time, to <run_dir>/evaluations.jsonl.
+The program is tinygpt/cli/evaluate.py (also installed as the console command tinygpt-evaluate); see its docstring.
 """
 
-import hydra
-from omegaconf import DictConfig
-
-from tinygpt.train.evaluate import evaluate
-
-
-@hydra.main(config_path="../conf/tools", config_name="evaluate", version_base="1.3")
-def main(cfg: DictConfig) -> None:
-    for row in evaluate(cfg.run_dir, ckpt=cfg.ckpt, split=cfg.split, device=cfg.device):
-        print(f"{row['checkpoint']}: step {row['step']}  {row['split']} bits per byte {row['bits_per_byte']:.4f}"
-              f"  (bits/token {row['bits_per_token']:.4f}, bits/char {row['bits_per_char']:.4f})")
-        for name, bpb in row.get("per_document_bpb", {}).items():
-            print(f"    {name}: {bpb:.4f} bits per byte")
-
+from tinygpt.cli.evaluate import main
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -15,6 +15,7 @@ from tinygpt.data import TextDataModule
 from tinygpt.model import GPTConfig, config_from, families
 from tinygpt.sweep.placement import apply_placement
 from tinygpt.train.checkpoints import AtomicCheckpointIO, resume_path
+from tinygpt.train.console import progress_callback, silence_third_party_tips
 from tinygpt.train.diagnostics import CollapseDiagnostics
 from tinygpt.train.module import GPTModule
 from tinygpt.train.optim import OptimConfig
@@ -70,6 +71,10 @@ def build_callbacks(cfg, run_dir: Path, module: GPTModule, datamodule, record: R
 
 def train(cfg: DictConfig, run_dir: str | Path) -> dict:
     cfg = apply_placement(cfg)  # sweep jobs: the GPU leased to this job; no multi-device jobs (tinygpt/sweep)
+    # progress: a bar on a terminal, one line every N steps in a log (tinygpt/train/console.py); checked first
+    progress = ([progress_callback(cfg.progress.style, cfg.progress.every_n_steps)]
+                if cfg.trainer.enable_progress_bar else [])
+    silence_third_party_tips()
     run_dir = Path(run_dir)
     previous = read_record(run_dir)
     if cfg.resume == "auto" and not cfg.ckpt_path and previous and previous.get("status") == "finished":
@@ -100,7 +105,7 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict:
     })
     loggers = [instantiate(logger, save_dir=str(run_dir)) for logger in cfg.logger.values()]
     trainer = L.Trainer(**OmegaConf.to_container(cfg.trainer, resolve=True),
-                        logger=loggers, callbacks=build_callbacks(cfg, run_dir, module, datamodule, record),
+                        logger=loggers, callbacks=build_callbacks(cfg, run_dir, module, datamodule, record) + progress,
                         default_root_dir=str(run_dir), max_epochs=-1, num_sanity_val_steps=0,
                         gradient_clip_val=optim.grad_clip, plugins=[AtomicCheckpointIO()])
     for logger in loggers:

@@ -1,0 +1,13 @@
+"""The command-line programs: each module's `main` is both a console entry point and a scripts/*.py file.
+
+pyproject.toml installs them as tinygpt-train, tinygpt-evaluate, tinygpt-generate, tinygpt-report,
+tinygpt-params, tinygpt-export and tinygpt-import-hf; scripts/<name>.py calls the same `main`, so the two are
+the same program. Hydra's config_path is given as an absolute path (CONF): a relative one is resolved against
+the *module* (pkg://...) when the function is imported rather than run as __main__, and tinygpt's configs
+live in the repository's conf/, beside the package, not inside it.
+"""
+
+from pathlib import Path
+
+CONF = str(Path(__file__).resolve().parents[2] / "conf")
+TOOLS_CONF = str(Path(CONF) / "tools")

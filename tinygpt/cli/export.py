@@ -1,0 +1,37 @@
+"""Export a checkpoint to Hugging Face transformers:  python scripts/export.py ckpt=<checkpoint> out=<folder>
+
+    python scripts/export.py "ckpt='outputs/runs/default/default/checkpoints/last.ckpt'" out=outputs/hf/blog
+    python scripts/export.py ckpt=... out=... family=qwen3      # insist on a family (auto picks the one that fits)
+
+Writes config.json, model.safetensors, generation_config.json, tokenizer.json (+ tokenizer_config.json and
+tinygpt_tokenizer.json) and a README.md model card from the run's run.json. A model no transformers class
+expresses exactly is refused, with the switch in the way, before anything is written (tinygpt/export/).
+"""
+
+import sys
+
+import hydra
+from omegaconf import DictConfig
+
+from tinygpt.cli import TOOLS_CONF
+from tinygpt.export.export import export_checkpoint
+from tinygpt.export.families import ExportError
+from tinygpt.train.checkpoints import CheckpointError
+
+
+@hydra.main(config_path=TOOLS_CONF, config_name="export", version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()  # its per-shard bars; our one-line summary says what was done
+    try:
+        done = export_checkpoint(cfg.ckpt, cfg.out, family=cfg.family, overwrite=cfg.overwrite)
+    except (ExportError, CheckpointError) as err:
+        sys.exit(f"error: {err}")
+    print(f"[tinygpt] exported {cfg.ckpt} as {done.family.hf_class} to {done.folder} (logits checked: max "
+          f"difference {done.max_logit_difference:.2g})")
+    print(f"[tinygpt] load it with transformers.AutoModelForCausalLM.from_pretrained({str(done.folder)!r})")
+
+
+if __name__ == "__main__":
+    main()

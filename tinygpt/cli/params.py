@@ -1,0 +1,58 @@
+"""Where a model's parameters are: python scripts/params.py [hydra overrides]
+
+    python scripts/params.py model.vocab_size=148                   # 003's character model: 1,799,616
+    python scripts/params.py model=llama3_8b                        # built on the meta device: no memory
+    python scripts/params.py model=since_gpt2 model/position=rope   # 000's "+ RoPE only" variant
+
+The model is built on PyTorch's meta device (shapes without storage), so any size can be counted.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import hydra
+from omegaconf import DictConfig
+
+from tinygpt.cli import CONF
+from tinygpt.model import GPTConfig, build_on_meta, kv_cache_bytes_per_token, parameter_breakdown
+from tinygpt.model.params import GROUPS, formula_count
+from tinygpt.model.schema import register_model_schema
+
+
+def report(config: GPTConfig) -> str:
+    """The breakdown table, the 12·L·D² + V·D estimate, and the closing `total parameters: N` line."""
+    counts = parameter_breakdown(build_on_meta(config))
+    total = counts["total"]
+    lines = []
+    for group in GROUPS:
+        tied = group == "output head" and config.tie_embeddings
+        note = " (tied: shares the embedding table)" if tied else ""
+        lines.append(f"{group:12s} {counts[group]:>15,}  {counts[group] / total:6.1%}{note}")
+    L, D, V = config.n_layers, config.d_model, config.vocab_size
+    lines.append(f"formula 12·L·D² + V·D = {formula_count(config):,}  (L={L}, D={D}, V={V}), "
+                 f"counted {total:,}")
+    fp32, bf16 = (kv_cache_bytes_per_token(config, bytes_per_number=n) for n in (4, 2))
+    lines.append(f"KV cache per token: {fp32:,} bytes fp32, {bf16 / 1024:,.0f} KiB bf16 "
+                 f"({config.resolved_kv_heads} KV heads x {config.resolved_head_dim} x {L} layers)")
+    lines.append(f"total parameters: {total:,}")
+    return "\n".join(lines)
+
+
+register_model_schema()  # the model group's typed schema, before Hydra composes
+
+
+@hydra.main(config_path=CONF, config_name="params", version_base=None)
+def main(cfg: DictConfig) -> None:
+    try:
+        config = GPTConfig.from_omegaconf(cfg.model)
+    except ValueError as err:
+        sys.exit(f"error: {err}")
+    if config.vocab_size == 0:
+        sys.exit("error: model.vocab_size is 0 (normally filled from the tokenizer); pass it, "
+                 "e.g. python scripts/params.py model.vocab_size=148")
+    print(report(config))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+"""Turn a sweep into the spec's table and figure:  python scripts/report.py outputs/sweeps/<name>
+
+Writes into the sweep's folder (or --out): report.md (the table, in 000's shape with --style seeds: best
+validation loss per seed, mean and spread; in 003's with --style steps: dev bits per byte at each scoring step,
+one row per run), curves.png (validation curves, one colour per variant, one line per seed) and runs.csv
+(every run's best and final metrics). Runs are grouped by their overrides minus seed; unfinished, failed and
+missing runs are marked. Only run records are read, never the held-out split, unless --held-out asks for the
+held-out scores that scripts/evaluate.py split=test logged. Runs with collapse diagnostics get their table.
+Works while a sweep runs.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+from tinygpt.sweep.report import DEFAULT_METRIC, STYLES, write_report
+from tinygpt.sweep.tables import METRICS
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("sweep_dir", type=Path, help="the sweep's folder, e.g. outputs/sweeps/since_gpt2")
+    parser.add_argument("--style", choices=STYLES, default="auto",
+                        help="seeds: 000's table; steps: 003's; auto: steps when every run was scored at the "
+                             "same few (<= 6) steps, else seeds")
+    parser.add_argument("--metric", choices=sorted(METRICS), default=None,
+                        help=f"default: {DEFAULT_METRIC['seeds']} for seeds, {DEFAULT_METRIC['steps']} for steps")
+    parser.add_argument("--out", type=Path, default=None, help="where to write (default: the sweep's folder)")
+    parser.add_argument("--held-out", action="store_true",
+                        help="also tabulate the held-out scores logged by scripts/evaluate.py split=test "
+                             "(evaluations.jsonl) and plot them (heldout.png); off by default")
+    parser.add_argument("--ymax", type=float, default=None, help="cut the curves' axis at this value (000: 7.7)")
+    parser.add_argument("--figure-only", nargs="+", default=(), metavar="OVERRIDE",
+                        help="draw only runs with one of these overrides, e.g. ablation=gpt2 ablation=rope "
+                             "ablation=modern (000's figure); the table keeps every run")
+    args = parser.parse_args(argv)
+    report = write_report(args.sweep_dir, style=args.style, metric=args.metric, out_dir=args.out,
+                          held_out=args.held_out, ymax=args.ymax, figure_only=args.figure_only)
+    print(report.markdown.read_text())
+    print(f"wrote {report.markdown}, {report.figure}, {report.table}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""What a training run prints: a progress bar on a terminal, one line every N steps elsewhere, and no third-party
+advertisements.
+
+Why lines: tqdm redraws its bar with carriage returns, and in a log file or a SLURM job's output every redraw
+becomes a line of its own (one or more per step). When stdout or stderr is not a terminal, `progress.style=auto`
+picks LineProgress instead, a Lightning ProgressBar callback that prints one line every `progress.every_n_steps`
+optimizer steps (and at the last step) plus one line per validation. The choice is made when the Trainer is
+built, from the config: `progress.style=bar|lines` forces one; `trainer.enable_progress_bar=false` prints none.
+
+Why a log filter: Lightning 2.6 logs "💡 Tip: ... try installing litlogger/litmodels ..." through the standard
+`logging` module (rank_zero_info) every time a Trainer is built, an advertisement for a hosted service. A
+logging.Filter on the loggers that emit it drops exactly those records; Lightning's other messages stay.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+
+from lightning.pytorch.callbacks import ProgressBar, TQDMProgressBar
+
+TIP_PREFIX = "💡 Tip"
+# the loggers rank_zero_info writes through (lightning_utilities' rank_zero module logs via whichever was set last)
+TIP_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero")
+SHORT_NAMES = {"train/loss": "loss", "train/tokens_per_sec": "tokens/s", "dev/bpb": "dev bpb"}
+
+
+class NoThirdPartyTips(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(TIP_PREFIX)
+
+
+def silence_third_party_tips() -> None:
+    """Drop Lightning's advertisement tips from its log output (idempotent)."""
+    for name in TIP_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, NoThirdPartyTips) for f in logger.filters):
+            logger.addFilter(NoThirdPartyTips())
+
+
+class LineProgress(ProgressBar):
+    """One line every `every_n_steps` optimizer steps and at the last one, and one per validation, on stdout."""
+
+    def __init__(self, every_n_steps: int = 10):
+        super().__init__()
+        self.every_n_steps = every_n_steps
+        self._enabled = True
+        self._last_printed = -1
+        self._started = time.monotonic()
+
+    def disable(self) -> None:
+        self._enabled = False
+
+    def enable(self) -> None:
+        self._enabled = True
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self._started = time.monotonic()
+        self._last_printed = trainer.global_step  # a resumed run does not repeat its last line
+
+    def _metrics(self, trainer, pl_module, keys) -> str:
+        values = self.get_metrics(trainer, pl_module)
+        parts = []
+        for key in keys:
+            value = values.get(key)
+            if isinstance(value, (int, float)):
+                parts.append(f"{SHORT_NAMES.get(key, key)} {value:,.0f}" if key == "train/tokens_per_sec"
+                             else f"{SHORT_NAMES.get(key, key)} {value:.4f}")
+        return "  ".join(parts)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        step = trainer.global_step
+        due = step % self.every_n_steps == 0 or step == trainer.max_steps
+        if not self._enabled or not due or step == self._last_printed:
+            return
+        self._last_printed = step
+        elapsed = time.monotonic() - self._started
+        metrics = self._metrics(trainer, pl_module, ("train/loss", "train/tokens_per_sec"))
+        print(f"[tinygpt] step {step}/{trainer.max_steps}  {metrics}  ({elapsed:.0f} s)", flush=True)
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if self._enabled and not trainer.sanity_checking:
+            dev = self._metrics(trainer, pl_module, ("dev/bpb",))
+            print(f"[tinygpt] step {trainer.global_step}/{trainer.max_steps}  {dev}", flush=True)
+
+
+def _bar(every_n_steps: int) -> ProgressBar:
+    return TQDMProgressBar()
+
+
+PROGRESS = {"bar": _bar, "lines": LineProgress}  # progress.style -> the ProgressBar callback; plus "auto"
+
+
+def is_terminal() -> bool:
+    # tqdm draws on stderr and our lines go to stdout: a bar only when both are a terminal
+    return sys.stdout.isatty() and sys.stderr.isatty()
+
+
+def progress_callback(style: str, every_n_steps: int) -> ProgressBar:
+    """The progress callback that `progress.style` asks for; auto: a bar on a terminal, lines otherwise."""
+    if style != "auto" and style not in PROGRESS:
+        raise ValueError(f"progress.style={style!r} is not allowed: must be one of auto, " + ", ".join(PROGRESS))
+    if not isinstance(every_n_steps, int) or every_n_steps < 1:
+        raise ValueError(f"progress.every_n_steps={every_n_steps!r} is not allowed: must be a positive integer")
+    if style == "auto":
+        style = "bar" if is_terminal() else "lines"
+    return PROGRESS[style](every_n_steps)
