@@ -10,7 +10,9 @@ import torch.nn.functional as F
 
 from tinygpt.metrics import BitsPerByte
 from tinygpt.model import GPT, GPTConfig
+from tinygpt.model.fused_loss import linear_cross_entropy
 from tinygpt.train.optim import OptimConfig, build_optimizer
+from tinygpt.train.speedups import SpeedConfig, apply_to_model, optimizer_flags
 
 LN2 = math.log(2)
 
@@ -20,9 +22,13 @@ class NonFiniteLossError(FloatingPointError):
 
 
 class GPTModule(L.LightningModule):
-    """Wraps :class:`GPT`. Hyperparameters are plain dicts so checkpoints load with ``weights_only=True``."""
+    """Wraps :class:`GPT`. Hyperparameters are plain dicts so checkpoints load with ``weights_only=True``.
 
-    def __init__(self, model: dict, optim: dict, max_steps: int, tokenizer_json: str | None = None):
+    speed: the `speed.*` switches (tinygpt/train/speedups.py); None takes their defaults.
+    """
+
+    def __init__(self, model: dict, optim: dict, max_steps: int, tokenizer_json: str | None = None,
+                 speed: dict | None = None):
         super().__init__()
         # logger=False: the run logs its own hparams (the switches, not a tokenizer's JSON) with a metric
         self.save_hyperparameters(ignore=["tokenizer_json"], logger=False)
@@ -30,6 +36,12 @@ class GPTModule(L.LightningModule):
         self.model_config = GPTConfig(**model)
         self.optim_config = OptimConfig(**optim)
         self.model = GPT(self.model_config)
+        self.speed_config = SpeedConfig(**(speed or {}))
+        apply_to_model(self.model, self.speed_config)
+        # torch.compile of a bound method, not of the module: the state_dict keeps its names
+        self._features = self.model.features
+        if self.speed_config.compile:
+            self._features = torch.compile(self.model.features)
         self.dev_score = BitsPerByte()
         self.best_dev_bpb = math.inf
         self.best_dev_step = -1
@@ -39,20 +51,26 @@ class GPTModule(L.LightningModule):
 
     def training_step(self, batch, batch_idx):
         inputs, targets = batch
-        out = self.model(inputs)
-        loss = F.cross_entropy(out.logits.flatten(0, 1), targets.flatten())
+        hidden, aux_loss = self._features(inputs)
+        if self.speed_config.loss == "chunked":
+            loss = linear_cross_entropy(hidden, self.model.head_weight, targets, self.speed_config.loss_chunk)
+        else:
+            logits = F.linear(hidden, self.model.head_weight)
+            loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
         if not torch.isfinite(loss):
             raise NonFiniteLossError(
                 f"training loss is {loss.item()} at step {self.global_step + 1}; stopping. "
                 "The last good checkpoint is kept (checkpoints/last.ckpt)."
             )
-        # sync_dist: under DDP, the loss of the whole global batch (the mean over ranks), as on one device
-        self.log("train/loss", loss, prog_bar=True, sync_dist=True)
-        self.log("train/loss_bits", loss / LN2, sync_dist=True)
+        # sync_dist: under DDP, the loss of the whole global batch (the mean over ranks), as on one device;
+        # on one device it would only add a reduction per step
+        sync = self.trainer.world_size > 1
+        self.log("train/loss", loss, prog_bar=True, sync_dist=sync)
+        self.log("train/loss_bits", loss / LN2, sync_dist=sync)
         if self.model_config.mlp == "moe":
-            self.log("train/moe_aux_loss", out.aux_loss)
+            self.log("train/moe_aux_loss", aux_loss)
         self.log("train/lr", self.lr_schedulers().get_last_lr()[0])
-        return loss + out.aux_loss
+        return loss + aux_loss
 
     def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None):
         # Clip by the global norm (optim.grad_clip) and log the norm the clip measured, before clipping, rather
@@ -90,7 +108,8 @@ class GPTModule(L.LightningModule):
                 logger.log_metrics(metrics, step=self.global_step)
 
     def configure_optimizers(self):
-        optimizer, schedule = build_optimizer(self.model, self.optim_config, self.hparams.max_steps)
+        optimizer, schedule = build_optimizer(self.model, self.optim_config, self.hparams.max_steps,
+                                              optimizer_flags(self.speed_config))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
     # Exact resume: Lightning restores weights, optimizer, scheduler and loop counters; the batch stream is a
