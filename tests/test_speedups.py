@@ -189,3 +189,26 @@ def test_a_run_with_the_fused_loss_logs_the_plain_losses(tiny_cfg, tmp_path):
     for step, value in runs["full"][0].items():
         assert runs["chunked"][0][step] == pytest.approx(value, rel=1e-4)
     assert runs["chunked"][1] == pytest.approx(runs["full"][1], rel=1e-4)
+
+
+@pytest.mark.parametrize("autocast", [False, True])
+def test_validation_scores_exactly_what_the_full_logits_score(autocast):
+    """validation_step runs the head on the scored rows only; the dev score must be the full-logits one."""
+    from torch.utils.data import DataLoader
+
+    from tinygpt.metrics import BitsPerByte, SlidingWindowDataset
+
+    torch.manual_seed(0)
+    module = GPTModule({**TINY, "tie_embeddings": False}, {}, 10).eval()
+    ids = torch.randint(0, 61, (300,))
+    dataset = SlidingWindowDataset(ids, torch.randint(1, 4, (300,)), torch.ones(300, dtype=torch.long), 24)
+    reference = BitsPerByte()
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        for batch in DataLoader(dataset, batch_size=5):
+            module.validation_step(batch, 0)
+            reference.update(module.model(batch["input"]).logits, batch["target"], batch["scored"],
+                             batch["target_bytes"], batch["target_chars"])
+    got, want = module.dev_score.compute(), reference.compute()
+    assert got["tokens"] == want["tokens"] == 299 and got["bytes"] == want["bytes"]
+    for key in ("bits_per_byte", "loss", "bits_per_char"):
+        assert float(got[key]) == pytest.approx(float(want[key]), rel=1e-6)
