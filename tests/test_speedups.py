@@ -178,13 +178,19 @@ def test_a_bad_switch_fails_before_the_run_writes_anything(tiny_cfg, tmp_path):
     assert not (tmp_path / "run").exists()
 
 
-def test_a_run_with_the_fused_loss_logs_the_plain_losses(tiny_cfg, tmp_path):
+def test_a_run_with_the_fused_loss_logs_the_plain_losses(tiny_cfg, tmp_path, monkeypatch):
     """The whole run, fused loss and explicit attention dropout against the plain path: the same per-step losses
     (the dropout switch is held fixed: its draws differ by design) and the same dev score."""
+    import tinygpt.train.module as module_file
+
+    fused_calls = []
+    original = module_file.linear_cross_entropy
+    monkeypatch.setattr(module_file, "linear_cross_entropy", lambda *a: fused_calls.append(a[-1]) or original(*a))
     runs = {}
     for loss in ("full", "chunked"):
         record = train(tiny_cfg(f"speed.loss={loss}", "speed.loss_chunk=50", "model.dropout=0.1"), tmp_path / loss)
         runs[loss] = (train_losses(tmp_path / loss), record["best"]["dev_bpb"])
+    assert fused_calls == [50] * 8  # the chunked run went through the fused loss, with its chunk
     assert sorted(runs["full"][0]) == sorted(runs["chunked"][0]) and len(runs["full"][0]) == 8
     for step, value in runs["full"][0].items():
         assert runs["chunked"][0][step] == pytest.approx(value, rel=1e-4)
