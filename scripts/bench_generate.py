@@ -1,18 +1,23 @@
 """Generation speed with and without the KV cache (000, "Not recomputing the past"), on the CPU.
 
-    python scripts/bench_generate.py                       # 100, 500, 994 new tokens; writes the table
-    python scripts/bench_generate.py --new-tokens 50 --no-write
+    python scripts/bench_generate.py                       # 100, 500, 994 new tokens, 3 rounds; writes the table
+    python scripts/bench_generate.py --new-tokens 50 --repeats 2 --no-write
 
 The model is 000's "all four changes, no biases" variant of its ablation base (model=since_gpt2 with RoPE,
 RMSNorm, SwiGLU, 2 KV heads, no biases), with random weights and a 1,024-token context as in the spec's
 run; greedy decoding from a 6-token prompt. The uncached run is the chapter-4 loop: every step reruns the
 model over the whole text so far. Results go to docs/benchmarks/generate.md.
+
+The runs are interleaved (cached, uncached, for each length, then again, --repeats rounds) so that load from
+elsewhere falls on all of them alike, and each figure is the median over the rounds with its spread (min-max).
+Only figures from a machine with nothing else running are worth quoting.
 """
 
 from __future__ import annotations
 
 import argparse
 import platform
+import statistics
 import time
 from pathlib import Path
 
@@ -55,6 +60,7 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--new-tokens", type=int, nargs="+", default=[100, 500, 994])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks" / "generate.md")
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds (median and spread)")
     parser.add_argument("--no-write", action="store_true", help="print the table only")
     args = parser.parse_args()
 
@@ -65,19 +71,30 @@ def main() -> None:
     timed_generate(model, prompt, 20, use_cache=True)  # warm-up: first calls pay for allocation and dispatch
     timed_generate(model, prompt, 20, use_cache=False)
 
+    times: dict[tuple[int, bool], list[float]] = {}
+    same: dict[int, bool] = {}
+    for round_ in range(args.repeats):
+        for n in args.new_tokens:
+            cached, t_cached = timed_generate(model, prompt, n, use_cache=True)
+            uncached, t_uncached = timed_generate(model, prompt, n, use_cache=False)
+            times.setdefault((n, True), []).append(t_cached)
+            times.setdefault((n, False), []).append(t_uncached)
+            same[n] = same.get(n, True) and torch.equal(cached, uncached)
+            print(f"[round {round_ + 1}] {n} tokens: uncached {t_uncached:.2f} s, cached {t_cached:.2f} s", flush=True)
+
     rows, speeds = [], {}
     for n in args.new_tokens:
-        cached, t_cached = timed_generate(model, prompt, n, use_cache=True)
-        uncached, t_uncached = timed_generate(model, prompt, n, use_cache=False)
+        t_cached, t_uncached = statistics.median(times[n, True]), statistics.median(times[n, False])
+        ratios = [u / c for u, c in zip(times[n, False], times[n, True], strict=True)]
         speeds[n] = (n / t_uncached, n / t_cached)
-        same = "yes" if torch.equal(cached, uncached) else "NO"
-        rows.append(f"| {n} | {n / t_uncached:.1f} | {n / t_cached:.1f} | {t_uncached / t_cached:.1f}× | "
-                    f"{t_uncached:.1f} s | {t_cached:.2f} s | {same} |")
-        print(rows[-1], flush=True)
+        rows.append(f"| {n} | {n / t_uncached:.1f} | {n / t_cached:.1f} | {t_uncached / t_cached:.1f}× "
+                    f"({min(ratios):.1f}-{max(ratios):.1f}) | {t_uncached:.1f} s ({min(times[n, False]):.1f}-"
+                    f"{max(times[n, False]):.1f}) | {t_cached:.2f} s ({min(times[n, True]):.2f}-"
+                    f"{max(times[n, True]):.2f}) | {'yes' if same[n] else 'NO'} |")
 
     table = "\n".join([
-        "| new tokens | no cache (tokens/s) | cache (tokens/s) | speed-up | no cache, total | cache, total "
-        "| same tokens |",
+        "| new tokens | no cache (tokens/s) | cache (tokens/s) | speed-up (spread of rounds) | no cache, total "
+        "| cache, total | same tokens |",
         "| ---: | ---: | ---: | ---: | ---: | ---: | :---: |",
         *rows,
     ])
@@ -92,7 +109,8 @@ def main() -> None:
         f"fp32 on the CPU. Model: 000's \"all four, no biases\" variant of `since_gpt2` "
         f"({model.num_parameters():,} parameters, random weights) with `context_length=1024`; overrides "
         f"`{' '.join(MODERN_SINCE_GPT2)}`. The uncached loop reruns the model over the whole text each step, "
-        "as chapter 4's does; the cached one uses the preallocated KV cache. Single runs after a warm-up.",
+        "as chapter 4's does; the cached one uses the preallocated KV cache. After a warm-up, "
+        f"{args.repeats} interleaved rounds; medians, with the min-max over the rounds in brackets.",
         "",
         f"Machine: {cpu_name()}, {torch.get_num_threads()} torch threads, "
         f"torch {torch.__version__}, Python {platform.python_version()}.",

@@ -1,127 +1,222 @@
-"""Training-step throughput of the `blog` experiment: Lightning (tinygpt's GPTModule and Trainer) against a
-plain PyTorch loop over the same model, batches and optimizer, in the same process, fp32 and bf16-mixed.
+"""Training throughput of the named shapes, Lightning against a plain loop, in one process.
 
-    python scripts/bench_train.py [--steps 20] [--warmup 3] [--out docs/benchmarks/train.md]
+    export TINYGPT_DATA=../shared/data
+    python scripts/bench_train.py                                  # every shape, fp32 and bf16-mixed
+    python scripts/bench_train.py --shapes llama003 --precisions bf16-mixed --steps 20
+    python scripts/bench_train.py --shapes since_gpt2 --ab speed.loss=full,chunked --no-plain   # A/B a switch
+    python scripts/bench_train.py --set speed.compile=true --warmup 5                           # any override
 
-Writes a Markdown table (tokens/s, MFU against the measured peak of this machine, and Lightning's
-overhead) to --out and prints it. Speed is measured here, never in tests.
+Shapes (the issue's, as in ../shared/peers/shapes.py): `blog` (003's experiment: PEPs, characters, dropout
+0.2), `llama003` (Tiny Shakespeare, BPE 2,048, dropout 0), `nanogpt_d02` / `nanogpt_d0` (nanoGPT's
+architecture, characters, dropout 0.2 / 0), `since_gpt2` (000's 29M model, GPT-2 tokens, 16 x 128).
+
+Why it is built this way:
+- Every run of a round is a fresh model from the same seed on the same batches, and the runs are interleaved
+  (shape, precision, variant, loop; then again, --repeats times), so a burst of load elsewhere hits all of
+  them alike rather than one setting; the table gives each setting's median over the rounds and its spread.
+- The first --warmup steps are left out of the rate (allocation, and compilation with speed.compile=true);
+  their time, from the start of fit to the end of step 1, is reported as the cold start.
+- MFU divides by the peak of a large matmul measured in this process at the start of each round, so the
+  ratio holds on any machine: tokens/s x (6N + 12·L·T·D) / peak (tinygpt/train/speed.py). For since_gpt2 6N
+  counts the 50,257 x 256 input table, which is a lookup, so its MFU is overstated by about 45%.
+- The plain loop (forward and loss through GPTModule.compute_loss, so with the same switches; backward,
+  clip, AdamW, schedule) is the reference for Lightning's overhead, which should stay within 3%.
+Speed is measured here, never in tests. On a machine shared with other jobs every figure is rough.
 """
 
 from __future__ import annotations
 
 import argparse
 import platform
+import statistics
 import time
 from pathlib import Path
 
 import lightning as L
 import torch
-import torch.nn.functional as F
 from hydra import compose, initialize_config_dir
 
-import tinygpt.train  # noqa: F401
+import tinygpt.train  # noqa: F401  (registers the config's resolvers)
 from tinygpt.data import TextDataModule
 from tinygpt.train.module import GPTModule
 from tinygpt.train.optim import OptimConfig, build_optimizer
 from tinygpt.train.run import model_config
 from tinygpt.train.speed import flops_per_token
+from tinygpt.train.speedups import SpeedConfig, optimizer_flags
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
+NANOGPT = ["data=shakespeare", "model.position=learned", "model.norm=layernorm", "model.mlp=gelu", "model.bias=false"]
+SHAPES = {
+    "blog": ["experiment=blog"],
+    "llama003": ["data=shakespeare", "data/tokenizer=bpe", "data.tokenizer.vocab_size=2048", "model.dropout=0"],
+    "nanogpt_d02": [*NANOGPT, "model.dropout=0.2"],
+    "nanogpt_d0": [*NANOGPT, "model.dropout=0"],
+    "since_gpt2": ["experiment=since_gpt2"],
+}
+PRECISIONS = ("32-true", "bf16-mixed")
+
+
+def matmul_peak(precision: str, n: int = 2048, repeats: int = 5) -> float:
+    """FLOP/s of the best of `repeats` n x n matmuls in the precision's compute dtype."""
+    dtype = torch.bfloat16 if precision == "bf16-mixed" else torch.float32
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+    a @ b
+    best = min(_timed(lambda: a @ b) for _ in range(repeats))
+    return 2 * n**3 / best
+
+
+def _timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
 
 
 class StepTimes(L.Callback):
     def __init__(self):
+        self.start = 0.0
         self.ends: list[float] = []
+
+    def on_train_start(self, trainer, pl_module):
+        self.start = time.perf_counter()
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         self.ends.append(time.perf_counter())
 
 
-def plain_loop(module: GPTModule, batches, steps: int, warmup: int, precision: str) -> float:
-    """Seconds per step of a hand-written loop doing what the Trainer does: forward, loss, backward,
-    clip at 1.0, AdamW, schedule."""
-    model = module.model.train()
-    optimizer, schedule = build_optimizer(model, module.optim_config, steps + warmup)
+def plain_loop(module: GPTModule, batches, steps: int, precision: str) -> tuple[float, list[float]]:
+    """What the Trainer does, by hand: loss (module.compute_loss), backward, clip, AdamW, schedule."""
+    model = module.train()
+    optimizer, schedule = build_optimizer(module.model, module.optim_config, steps,
+                                          optimizer_flags(module.speed_config))
     autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16-mixed")
-    ends = []
-    for step in range(steps + warmup):
+    start, ends = time.perf_counter(), []
+    for step in range(steps):
         x, y = batches.batch(step)
         with autocast:
-            logits = model(x).logits
-        loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
+            loss, aux = model.compute_loss(x, y)
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        (loss + aux).backward()
+        torch.nn.utils.clip_grad_norm_(module.parameters(), module.optim_config.grad_clip)
         optimizer.step()
         schedule.step()
         ends.append(time.perf_counter())
-    return (ends[-1] - ends[warmup - 1]) / steps
+    return start, ends
 
 
-def lightning_loop(module: GPTModule, datamodule, steps: int, warmup: int, precision: str) -> float:
+def lightning_loop(module: GPTModule, datamodule, steps: int, precision: str) -> tuple[float, list[float]]:
     timer = StepTimes()
-    trainer = L.Trainer(max_steps=steps + warmup, precision=precision, logger=False, enable_checkpointing=False,
+    trainer = L.Trainer(max_steps=steps, precision=precision, logger=False, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0,
-                        max_epochs=-1, callbacks=[timer], gradient_clip_val=1.0, accelerator="cpu", devices=1)
+                        max_epochs=-1, callbacks=[timer], gradient_clip_val=module.optim_config.grad_clip,
+                        accelerator="cpu", devices=1)
     trainer.fit(module, datamodule=datamodule)
-    return (timer.ends[-1] - timer.ends[warmup - 1]) / steps
+    return timer.start, timer.ends
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--out", default="docs/benchmarks/train.md")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shapes", default=",".join(SHAPES), help=f"comma list of {', '.join(SHAPES)}")
+    parser.add_argument("--precisions", default=",".join(PRECISIONS), help="comma list of 32-true, bf16-mixed")
+    parser.add_argument("--steps", type=int, default=10, help="timed steps per run")
+    parser.add_argument("--warmup", type=int, default=3, help="steps left out at the start of each run")
+    parser.add_argument("--repeats", type=int, default=2, help="interleaved rounds")
+    parser.add_argument("--ab", default=None, help="KEY=A,B[,...]: one variant per value, e.g. speed.loss=full,chunked")
+    parser.add_argument("--set", action="append", default=[], help="an override for every run, e.g. speed.compile=true")
+    parser.add_argument("--no-plain", action="store_true", help="skip the plain-loop reference")
+    parser.add_argument("--out", type=Path, default=None, help="also write the Markdown table here")
     args = parser.parse_args()
 
-    with initialize_config_dir(str(CONF), version_base="1.3"):
-        cfg = compose("train", overrides=["experiment=blog"])
-    datamodule = TextDataModule(cfg.data, context_length=cfg.model.context_length, seed=0)
-    datamodule.setup("fit")
-    config = model_config(cfg, datamodule.vocab_size)
-    optim = vars(OptimConfig.from_omegaconf(cfg.optim))
-    tokens = cfg.data.batch_size * config.context_length
+    shapes = args.shapes.split(",")
+    precisions = args.precisions.split(",")
+    for name in shapes:
+        if name not in SHAPES:
+            parser.error(f"--shapes: {name!r} is not a shape; choose from {', '.join(SHAPES)}")
+    for precision in precisions:
+        if precision not in PRECISIONS:
+            parser.error(f"--precisions: {precision!r} is not allowed; choose from {', '.join(PRECISIONS)}")
+    variants = [[]]
+    if args.ab:
+        key, _, values = args.ab.partition("=")
+        if not values:
+            parser.error(f"--ab {args.ab!r}: expected KEY=A,B, e.g. speed.loss=full,chunked")
+        variants = [[f"{key}={value}"] for value in values.split(",")]
+    loops = ("lightning",) if args.no_plain else ("plain", "lightning")
 
-    rows = []
-    for precision in ("32-true", "bf16-mixed"):
-        timings = {}
-        for name in ("plain", "lightning", "plain", "lightning"):  # interleaved, best of two
-            torch.manual_seed(0)
-            module = GPTModule(vars(config), optim, args.steps + args.warmup)
-            if name == "plain":
-                seconds = plain_loop(module, datamodule.train_batches, args.steps, args.warmup, precision)
-            else:
-                seconds = lightning_loop(module, datamodule, args.steps, args.warmup, precision)
-            timings[name] = min(timings.get(name, float("inf")), seconds)
-        n_params = module.model.num_parameters()
-        flops = flops_per_token(n_params, config.n_layers, config.context_length, config.d_model)
-        peak = cfg.speed.peak_flops[precision]
-        for name in ("plain", "lightning"):
-            rate = tokens / timings[name]
-            rows.append((precision, name, timings[name] * 1e3, rate, rate * flops / peak))
-        rows.append((precision, "overhead", (timings["lightning"] / timings["plain"] - 1) * 100, None, None))
+    settings = {}  # (shape, variant) -> (cfg, datamodule)
+    for name in shapes:
+        datamodule = None
+        for variant in variants:
+            with initialize_config_dir(str(CONF), version_base="1.3"):
+                cfg = compose("train", overrides=[*SHAPES[name], *args.set, *variant])
+            SpeedConfig.from_node(cfg.speed)  # a bad switch fails here, before any timing
+            if datamodule is None:
+                datamodule = TextDataModule(cfg.data, context_length=cfg.model.context_length, seed=0)
+                datamodule.setup("fit")
+            settings[name, " ".join(variant) or "defaults"] = (cfg, datamodule)
+
+    steps = args.warmup + args.steps
+    results: dict[tuple, list[tuple[float, float, float]]] = {}  # key -> [(tokens/s, MFU, cold start s)]
+    peaks: dict[str, list[float]] = {p: [] for p in precisions}
+    for round_ in range(args.repeats):
+        for precision in precisions:
+            peaks[precision].append(matmul_peak(precision))
+        for (name, variant), (cfg, datamodule) in settings.items():
+            config = model_config(cfg, datamodule.vocab_size)
+            optim = vars(OptimConfig.from_omegaconf(cfg.optim))
+            speed = vars(SpeedConfig.from_node(cfg.speed))
+            tokens = cfg.data.batch_size * config.context_length
+            for precision in precisions:
+                for loop in loops:
+                    torch.manual_seed(0)
+                    module = GPTModule(vars(config), optim, steps, speed=speed)
+                    if loop == "plain":
+                        start, ends = plain_loop(module, datamodule.train_batches, steps, precision)
+                    else:
+                        start, ends = lightning_loop(module, datamodule, steps, precision)
+                    rate = tokens * args.steps / (ends[-1] - ends[args.warmup - 1])
+                    flops = flops_per_token(module.model.num_parameters(), config.n_layers,
+                                            config.context_length, config.d_model)
+                    mfu = rate * flops / peaks[precision][-1]
+                    results.setdefault((name, precision, variant, loop), []).append((rate, mfu, ends[0] - start))
+                    print(f"[round {round_ + 1}] {name} {precision} {variant} {loop}: {rate:,.0f} tokens/s, "
+                          f"MFU {mfu:.1%}, first step {ends[0] - start:.1f} s", flush=True)
 
     lines = [
-        "# Training-step throughput: the `blog` experiment (003's model, 32 x 256 characters of PEPs)",
+        f"`python scripts/bench_train.py {' '.join(_given_args())}` on {platform.machine()}, "
+        f"{torch.get_num_threads()} torch threads, torch {torch.__version__}: {args.repeats} interleaved rounds of "
+        f"{args.warmup} + {args.steps} steps; median over the rounds (spread: min-max). Matmul peak measured "
+        "in-process: " + ", ".join(f"{p} {statistics.median(v) / 1e9:.0f} GFLOP/s" for p, v in peaks.items()) + ".",
         "",
-        f"`python scripts/bench_train.py --steps {args.steps} --warmup {args.warmup}` on {platform.machine()}, "
-        f"{torch.get_num_threads()} torch threads, torch {torch.__version__}; best of two interleaved runs each. "
-        f"MFU = tokens/s x (6N + 12·L·T·D) / measured peak (`speed.peak_flops`: "
-        f"{cfg.speed.peak_flops['32-true'] / 1e9:.0f} GFLOP/s fp32, "
-        f"{cfg.speed.peak_flops['bf16-mixed'] / 1e9:.0f} GFLOP/s bf16 on this machine).",
-        "",
-        "| precision | loop | ms / step | tokens/s | MFU |",
-        "| --- | --- | ---: | ---: | ---: |",
+        "| shape | precision | variant | loop | tokens/s | spread | MFU | first step (s) |",
+        "| --- | --- | --- | --- | ---: | ---: | ---: | ---: |",
     ]
-    for precision, name, ms, rate, mfu in rows:
-        if rate is None:
-            lines.append(f"| {precision} | Lightning overhead | {ms:+.1f}% | | |")
-        else:
-            lines.append(f"| {precision} | {name} | {ms:.0f} | {rate:,.0f} | {mfu:.1%} |")
+    for (name, precision, variant, loop), runs in results.items():
+        rates = [r for r, _, _ in runs]
+        lines.append(f"| {name} | {precision} | {variant} | {loop} | {statistics.median(rates):,.0f} | "
+                     f"{min(rates):,.0f}-{max(rates):,.0f} | {statistics.median(m for _, m, _ in runs):.1%} | "
+                     f"{statistics.median(c for _, _, c in runs):.1f} |")
+    lines += ["", "| shape | precision | variant | Lightning / plain | vs first variant (Lightning) |",
+              "| --- | --- | --- | ---: | ---: |"]
+    for (name, precision, variant, loop), runs in results.items():
+        if loop != "lightning":
+            continue
+        rate = statistics.median(r for r, _, _ in runs)
+        plain = results.get((name, precision, variant, "plain"))
+        overhead = f"{rate / statistics.median(r for r, _, _ in plain):.3f}" if plain else "-"
+        first = next(v for (n, p, v, lp) in results if (n, p, lp) == (name, precision, "lightning"))
+        base = statistics.median(r for r, _, _ in results[name, precision, first, "lightning"])
+        lines.append(f"| {name} | {precision} | {variant} | {overhead} | {rate / base:.3f} |")
     text = "\n".join(lines) + "\n"
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(text)
-    print(text)
+    print("\n" + text)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text)
+
+
+def _given_args() -> list[str]:
+    import sys
+
+    return sys.argv[1:]
 
 
 if __name__ == "__main__":

@@ -11,9 +11,20 @@ from .kv_cache import KVCache
 from .norm import RMSNorm
 from .position import apply_rope
 
+ATTENTION_IMPLS = ("sdpa", "explicit")
+
 
 class CausalSelfAttention(nn.Module):
-    """n_heads query heads share n_kv_heads key/value heads (n_kv_heads = n_heads: plain multi-head)."""
+    """n_heads query heads share n_kv_heads key/value heads (n_kv_heads = n_heads: plain multi-head).
+
+    `impl` (speed.attention, set by tinygpt/train/speedups.py; not saved in checkpoints) picks how attention
+    dropout is computed while training with dropout > 0: "sdpa" passes dropout_p to
+    `scaled_dot_product_attention`, whose CPU dropout path is slow; "explicit" writes the softmax out and drops
+    its weights with F.dropout (the same Bernoulli(1 - p) mask and 1/(1 - p) scaling). Without dropout both
+    use SDPA, which is exact attention either way.
+    """
+
+    impl = "sdpa"
 
     def __init__(self, config: GPTConfig, layer_index: int):
         super().__init__()
@@ -45,7 +56,10 @@ class CausalSelfAttention(nn.Module):
         dropout_p = self.dropout if self.training else 0.0
         if cache is None:
             k, v = self._repeat_kv(k), self._repeat_kv(v)
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout_p)
+            if dropout_p > 0 and self.impl == "explicit":
+                y = explicit_causal_attention(q, k, v, dropout_p)
+            else:
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout_p)
         else:
             # The cache keeps the un-repeated heads; attention runs over its full, fixed-size buffers
             # with the cache's mask hiding the future and the unwritten slots.
@@ -58,3 +72,13 @@ class CausalSelfAttention(nn.Module):
         """Line each key/value head up with its group of query heads: heads [a, b] become [a, a, b, b]."""
         group = self.n_heads // self.n_kv_heads
         return t if group == 1 else t.repeat_interleave(group, dim=1)
+
+
+def explicit_causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout_p: float) -> torch.Tensor:
+    """softmax(q kᵀ / √d + causal mask), dropped out with probability dropout_p, times v: what SDPA computes,
+    written out so that the dropout is an ordinary F.dropout on the (B, H, T, T) weights (cheap for small T)."""
+    T, S = q.shape[-2], k.shape[-2]
+    scores = (q * q.shape[-1] ** -0.5) @ k.transpose(-2, -1)
+    future = torch.ones(T, S, dtype=torch.bool, device=q.device).triu_(S - T + 1)
+    weights = torch.softmax(scores.masked_fill_(future, float("-inf")), dim=-1)
+    return F.dropout(weights, dropout_p, training=True).to(v.dtype) @ v

@@ -62,6 +62,17 @@ class GPT(nn.Module):
 
     def forward(self, idx: torch.Tensor, cache: KVCache | None = None) -> GPTOutput:
         """idx: (B, T) token ids. With a cache, idx holds only the new tokens; they continue its positions."""
+        x, aux = self.features(idx, cache)
+        return GPTOutput(F.linear(x, self.head_weight), aux)
+
+    @property
+    def head_weight(self) -> torch.Tensor:
+        """The unembedding matrix (V, d): the head's weight, or the embedding table when tied."""
+        return self.lm_head.weight if self.lm_head is not None else self.token_embedding.weight
+
+    def features(self, idx: torch.Tensor, cache: KVCache | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The final-norm hidden states (B, T, d) and the MoE loss: everything but the head, so that a loss
+        can be fused with the head (tinygpt/model/fused_loss.py) without materialising the logits."""
         B, T = idx.shape
         start = 0 if cache is None else cache.position
         if cache is not None:
@@ -81,12 +92,11 @@ class GPT(nn.Module):
         if cache is not None:
             cache.advance(T)
         x = self.final_norm(x)
-        logits = self.lm_head(x) if self.lm_head is not None else F.linear(x, self.token_embedding.weight)
         if aux_losses:
             aux = self.config.moe_aux_loss_weight * torch.stack(aux_losses).sum()
         else:
-            aux = logits.new_zeros(())
-        return GPTOutput(logits, aux)
+            aux = x.new_zeros(())
+        return x, aux
 
     def num_parameters(self) -> int:
         """Every trainable number, the tied embedding counted once."""

@@ -10,7 +10,9 @@ import torch.nn.functional as F
 
 from tinygpt.metrics import BitsPerByte
 from tinygpt.model import build_model
+from tinygpt.model.fused_loss import linear_cross_entropy
 from tinygpt.train.optim import OptimConfig, build_optimizer
+from tinygpt.train.speedups import SpeedConfig, apply_to_model, optimizer_flags
 
 LN2 = math.log(2)
 
@@ -20,9 +22,13 @@ class NonFiniteLossError(FloatingPointError):
 
 
 class GPTModule(L.LightningModule):
-    """Wraps :class:`GPT`. Hyperparameters are plain dicts so checkpoints load with ``weights_only=True``."""
+    """Wraps :class:`GPT`. Hyperparameters are plain dicts so checkpoints load with ``weights_only=True``.
 
-    def __init__(self, model: dict, optim: dict, max_steps: int, tokenizer_json: str | None = None):
+    speed: the `speed.*` switches (tinygpt/train/speedups.py); None takes their defaults.
+    """
+
+    def __init__(self, model: dict, optim: dict, max_steps: int, tokenizer_json: str | None = None,
+                 speed: dict | None = None):
         super().__init__()
         # logger=False: the run logs its own hparams (the switches, not a tokenizer's JSON) with a metric
         self.save_hyperparameters(ignore=["tokenizer_json"], logger=False)
@@ -30,6 +36,12 @@ class GPTModule(L.LightningModule):
         self.model = build_model(model)  # the family (gpt, lstm) is named in the config: tinygpt/model/families.py
         self.model_config = self.model.config
         self.optim_config = OptimConfig(**optim)
+        self.speed_config = SpeedConfig(**(speed or {}))
+        apply_to_model(self.model, self.speed_config)
+        # torch.compile of a bound method, not of the module: the state_dict keeps its names
+        self._features = getattr(self.model, "features", None)
+        if self.speed_config.compile:
+            self._features = torch.compile(self.model.features if self._features else self.model)
         self.dev_score = BitsPerByte()
         self.best_dev_bpb = math.inf
         self.best_dev_step = -1
@@ -37,22 +49,34 @@ class GPTModule(L.LightningModule):
     def forward(self, idx: torch.Tensor):
         return self.model(idx)
 
+    def compute_loss(self, inputs: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The training loss (mean nats per token) and the weighted MoE loss, as the speed switches compute
+        them; scripts/bench_train.py's plain loop calls this too, so both loops time the same work."""
+        hidden, aux_loss = self._features(inputs)
+        if self.speed_config.loss == "chunked":
+            loss = linear_cross_entropy(hidden, self.model.head_weight, targets, self.speed_config.loss_chunk)
+        else:
+            logits = F.linear(hidden, self.model.head_weight)
+            loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+        return loss, aux_loss
+
     def training_step(self, batch, batch_idx):
         inputs, targets = batch
-        out = self.model(inputs)
-        loss = F.cross_entropy(out.logits.flatten(0, 1), targets.flatten())
+        loss, aux_loss = self.compute_loss(inputs, targets)
         if not torch.isfinite(loss):
             raise NonFiniteLossError(
                 f"training loss is {loss.item()} at step {self.global_step + 1}; stopping. "
                 "The last good checkpoint is kept (checkpoints/last.ckpt)."
             )
-        # sync_dist: under DDP, the loss of the whole global batch (the mean over ranks), as on one device
-        self.log("train/loss", loss, prog_bar=True, sync_dist=True)
-        self.log("train/loss_bits", loss / LN2, sync_dist=True)
+        # sync_dist: under DDP, the loss of the whole global batch (the mean over ranks), as on one device;
+        # on one device it would only add a reduction per step
+        sync = self.trainer.world_size > 1
+        self.log("train/loss", loss, prog_bar=True, sync_dist=sync)
+        self.log("train/loss_bits", loss / LN2, sync_dist=sync)
         if getattr(self.model_config, "mlp", None) == "moe":
-            self.log("train/moe_aux_loss", out.aux_loss)
+            self.log("train/moe_aux_loss", aux_loss)
         self.log("train/lr", self.lr_schedulers().get_last_lr()[0])
-        return loss + out.aux_loss
+        return loss + aux_loss
 
     def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None):
         # Clip by the global norm (optim.grad_clip) and log the norm the clip measured, before clipping, rather
@@ -64,10 +88,14 @@ class GPTModule(L.LightningModule):
             self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
 
     def validation_step(self, batch, batch_idx):
-        logits = self.model(batch["input"]).logits
-        self.dev_score.update(
-            logits, batch["target"], batch["scored"], batch["target_bytes"], batch["target_chars"]
-        )
+        # The head runs on the scored positions only (about half of each sliding window; the rest is context),
+        # which halves its cost at a 50,257-token vocabulary; each scored row's logits are the same numbers.
+        # Lightning runs this under inference mode, and under autocast when training uses it.
+        hidden, _ = self.model.features(batch["input"])
+        scored = batch["scored"]
+        logits = F.linear(hidden[scored], self.model.head_weight)
+        self.dev_score.update(logits, batch["target"][scored], torch.ones_like(scored[scored]),
+                              batch["target_bytes"][scored], batch["target_chars"][scored])
 
     def on_validation_epoch_end(self):
         score = self.dev_score.compute()
@@ -90,7 +118,8 @@ class GPTModule(L.LightningModule):
                 logger.log_metrics(metrics, step=self.global_step)
 
     def configure_optimizers(self):
-        optimizer, schedule = build_optimizer(self.model, self.optim_config, self.hparams.max_steps)
+        optimizer, schedule = build_optimizer(self.model, self.optim_config, self.hparams.max_steps,
+                                              optimizer_flags(self.speed_config))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
     # Exact resume: Lightning restores weights, optimizer, scheduler and loop counters; the batch stream is a

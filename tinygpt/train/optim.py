@@ -48,9 +48,10 @@ def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
-def build_optimizer(model: torch.nn.Module, cfg: OptimConfig, total_steps: int):
+def build_optimizer(model: torch.nn.Module, cfg: OptimConfig, total_steps: int, implementation: dict | None = None):
+    """implementation: AdamW's fused/foreach flags (speed.optimizer, tinygpt/train/speedups.py); None: torch's."""
     optimizer = torch.optim.AdamW(
-        parameter_groups(model, cfg.weight_decay), lr=cfg.lr, betas=tuple(cfg.betas)
+        parameter_groups(model, cfg.weight_decay), lr=cfg.lr, betas=tuple(cfg.betas), **(implementation or {})
     )
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer,

@@ -22,6 +22,7 @@ from tinygpt.train.optim import OptimConfig
 from tinygpt.train.record import RunRecord, read_record
 from tinygpt.train.sampling import TextSampler
 from tinygpt.train.speed import SpeedMonitor
+from tinygpt.train.speedups import SpeedConfig
 
 
 def model_config(cfg: DictConfig, vocab_size: int) -> GPTConfig:
@@ -95,7 +96,8 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict:
     optim = OptimConfig.from_omegaconf(cfg.optim)
 
     L.seed_everything(cfg.seed, workers=True)  # model init depends on the seed alone, not on data setup
-    module = GPTModule(vars(config), vars(optim), cfg.trainer.max_steps, datamodule.tokenizer.to_json())
+    module = GPTModule(vars(config), vars(optim), cfg.trainer.max_steps, datamodule.tokenizer.to_json(),
+                       speed=vars(SpeedConfig.from_node(cfg.speed)))
     n_params = module.model.num_parameters()
     print(f"[tinygpt] model: {n_params:,} parameters; run dir: {run_dir}")
 

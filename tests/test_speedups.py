@@ -1,0 +1,222 @@
+"""The speed switches compute what the plain path computes: the fused chunked loss, explicit attention
+dropout, the AdamW implementations, compilation's wiring, and their validation. Speed itself is measured by
+scripts/bench_train.py, never here."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from test_train_run import train_losses
+
+import tinygpt.model.attention as attention
+from tinygpt.model import GPT, GPTConfig
+from tinygpt.model.fused_loss import auto_chunk, linear_cross_entropy
+from tinygpt.train.module import GPTModule
+from tinygpt.train.optim import OptimConfig, build_optimizer
+from tinygpt.train.run import train
+from tinygpt.train.speedups import SpeedConfig, apply_to_model, optimizer_flags
+
+TINY = dict(vocab_size=61, context_length=24, d_model=32, n_layers=2, n_heads=4, dropout=0.0)
+
+
+def plain_loss(hidden, weight, targets):
+    return F.cross_entropy(F.linear(hidden, weight).flatten(0, -2).float(), targets.flatten())
+
+
+@pytest.mark.parametrize("chunk", [7, 26, 1000, None])
+def test_chunked_loss_and_gradients_equal_the_plain_path_in_fp32(chunk):
+    torch.manual_seed(0)
+    hidden = torch.randn(2, 13, 16, requires_grad=True)  # 26 tokens: chunk 7 leaves a remainder of 5
+    weight = (0.5 * torch.randn(37, 16)).requires_grad_()
+    targets = torch.randint(0, 37, (2, 13))
+    ref = plain_loss(hidden, weight, targets)
+    ref_grads = torch.autograd.grad(ref, (hidden, weight))
+    out = linear_cross_entropy(hidden, weight, targets, chunk)
+    grads = torch.autograd.grad(out, (hidden, weight))
+    torch.testing.assert_close(out, ref, rtol=1e-6, atol=1e-6)
+    for got, want in zip(grads, ref_grads, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-7)
+
+
+def test_chunked_loss_under_bf16_autocast_matches_the_plain_autocast_path():
+    """Tolerance: the plain path rounds the head's weight gradient to bf16 once, the chunked one per chunk
+    in fp32; 1% of the largest gradient entry covers bf16's 8 bits."""
+    torch.manual_seed(0)
+    hidden = torch.randn(64, 32, requires_grad=True)
+    weight = (0.3 * torch.randn(50, 32)).requires_grad_()
+    targets = torch.randint(0, 50, (64,))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        ref = plain_loss(hidden, weight, targets)
+        out = linear_cross_entropy(hidden, weight, targets, 10)
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, ref, rtol=2e-3, atol=2e-3)
+    ref_grads = torch.autograd.grad(ref, (hidden, weight))
+    grads = torch.autograd.grad(out, (hidden, weight))
+    for got, want in zip(grads, ref_grads, strict=True):
+        assert got.dtype == want.dtype == torch.float32
+        assert (got - want).abs().max() <= 0.01 * want.abs().max()
+
+
+def test_chunked_loss_needs_no_gradient_and_scales_by_the_incoming_one():
+    torch.manual_seed(0)
+    hidden, weight = torch.randn(20, 8), torch.randn(11, 8)
+    targets = torch.randint(0, 11, (20,))
+    with torch.inference_mode():
+        got = linear_cross_entropy(hidden, weight, targets, 3)
+    torch.testing.assert_close(got, plain_loss(hidden, weight, targets))
+    hidden.requires_grad_()
+    (3 * linear_cross_entropy(hidden, weight, targets, 3)).backward()
+    want = torch.autograd.grad(3 * plain_loss(hidden, weight, targets), hidden)[0]
+    torch.testing.assert_close(hidden.grad, want)
+    with pytest.raises(ValueError, match="chunk=0"):
+        linear_cross_entropy(hidden, weight, targets, 0)
+    assert auto_chunk(50257) == 166 and auto_chunk(2048) == 4096 and auto_chunk(10**9) == 32
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_the_model_trained_through_the_fused_loss_gets_the_plain_gradients(tied):
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(**TINY, tie_embeddings=tied))
+    idx = torch.randint(0, 61, (3, 24))
+    targets = idx.roll(-1, 1)
+    ref = F.cross_entropy(model(idx).logits.flatten(0, 1), targets.flatten())
+    ref_grads = torch.autograd.grad(ref, list(model.parameters()))
+    hidden, _ = model.features(idx)
+    out = linear_cross_entropy(hidden, model.head_weight, targets, 16)
+    grads = torch.autograd.grad(out, list(model.parameters()))
+    torch.testing.assert_close(out, ref, rtol=1e-6, atol=1e-6)
+    for got, want in zip(grads, ref_grads, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
+
+
+def test_explicit_attention_without_dropout_equals_sdpa():
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 10, 8) for _ in range(3))
+    torch.testing.assert_close(attention.explicit_causal_attention(q, k, v, 0.0),
+                               F.scaled_dot_product_attention(q, k, v, is_causal=True), rtol=1e-5, atol=1e-6)
+
+
+def test_explicit_attention_dropout_drops_a_fraction_p_of_the_weights_and_rescales_the_rest():
+    """With v the identity, the output is the dropped-out weight matrix itself."""
+    torch.manual_seed(0)
+    T, p = 64, 0.3
+    q, k = torch.randn(4, 4, T, T), torch.randn(4, 4, T, T)
+    v = torch.eye(T).expand(4, 4, T, T)
+    dropped = attention.explicit_causal_attention(q, k, v, p)
+    weights = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    causal = torch.ones(T, T, dtype=torch.bool).tril().expand_as(weights)
+    assert (dropped[~causal] == 0).all()
+    zeroed = (dropped[causal] == 0).float().mean().item()
+    assert zeroed == pytest.approx(p, abs=0.01)  # 8,320 causal weights per head, 16 heads
+    kept = dropped != 0
+    torch.testing.assert_close(dropped[kept], weights[kept] / (1 - p), rtol=1e-5, atol=1e-7)
+
+
+def test_the_attention_switch_routes_training_dropout_and_only_that(monkeypatch):
+    calls = []
+    original = attention.explicit_causal_attention
+    monkeypatch.setattr(attention, "explicit_causal_attention",
+                        lambda *args: calls.append(args[-1]) or original(*args))
+    model = GPT(GPTConfig(**{**TINY, "dropout": 0.25}))
+    idx = torch.randint(0, 61, (2, 24))
+    apply_to_model(model, SpeedConfig(attention="explicit"))
+    model.train()(idx)
+    assert calls == [0.25, 0.25]  # each layer, with the configured p
+    model.eval()(idx)
+    apply_to_model(model, SpeedConfig(attention="sdpa"))
+    model.train()(idx)
+    assert calls == [0.25, 0.25]
+
+
+@pytest.mark.parametrize("impl", ["fused", "foreach"])
+def test_adamw_implementations_give_the_for_loop_update(impl):
+    def run(flags):
+        torch.manual_seed(0)
+        model = GPT(GPTConfig(**TINY))
+        optimizer, _ = build_optimizer(model, OptimConfig(warmup_steps=0), 10, flags)
+        for step in range(3):
+            idx = torch.randint(0, 61, (2, 24), generator=torch.Generator().manual_seed(step))
+            F.cross_entropy(model(idx).logits.flatten(0, 1), idx.roll(-1, 1).flatten()).backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        return optimizer, model.state_dict()
+
+    optimizer, got = run(optimizer_flags(SpeedConfig(optimizer=impl)))
+    assert optimizer.defaults[impl] is True
+    _, want = run(optimizer_flags(SpeedConfig(optimizer="for_loop")))
+    for name in want:
+        torch.testing.assert_close(got[name], want[name], rtol=1e-5, atol=1e-6)
+
+
+def test_compile_compiles_the_trunk_and_keeps_the_state_dict_names(monkeypatch):
+    compiled = []
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: compiled.append(fn) or fn)
+    plain = GPTModule(TINY, {}, 10)
+    module = GPTModule(TINY, {}, 10, speed={"compile": True})
+    assert len(compiled) == 1 and compiled[0] == module.model.features
+    assert list(module.state_dict()) == list(plain.state_dict())
+
+
+@pytest.mark.parametrize("bad, words", [
+    ({"loss": "fast"}, ["speed.loss='fast'", "chunked, full"]),
+    ({"attention": "flash"}, ["speed.attention='flash'", "sdpa, explicit"]),
+    ({"optimizer": "sgd"}, ["speed.optimizer='sgd'", "fused, foreach, for_loop"]),
+    ({"loss_chunk": 0}, ["speed.loss_chunk=0", "positive"]),
+    ({"compile": "yes"}, ["speed.compile='yes'", "true or false"]),
+    ({"comple": True}, ["speed.comple is not a speed switch", "compile"]),
+])
+def test_bad_speed_switches_fail_naming_the_field(bad, words):
+    with pytest.raises(ValueError) as err:
+        SpeedConfig.from_node(bad)
+    assert all(w in str(err.value) for w in words)
+
+
+def test_a_bad_switch_fails_before_the_run_writes_anything(tiny_cfg, tmp_path):
+    with pytest.raises(ValueError, match="speed.loss='fast'"):
+        train(tiny_cfg("speed.loss=fast"), tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_run_with_the_fused_loss_logs_the_plain_losses(tiny_cfg, tmp_path, monkeypatch):
+    """The whole run, fused loss and explicit attention dropout against the plain path: the same per-step losses
+    (the dropout switch is held fixed: its draws differ by design) and the same dev score."""
+    import tinygpt.train.module as module_file
+
+    fused_calls = []
+    original = module_file.linear_cross_entropy
+    monkeypatch.setattr(module_file, "linear_cross_entropy", lambda *a: fused_calls.append(a[-1]) or original(*a))
+    runs = {}
+    for loss in ("full", "chunked"):
+        record = train(tiny_cfg(f"speed.loss={loss}", "speed.loss_chunk=50", "model.dropout=0.1"), tmp_path / loss)
+        runs[loss] = (train_losses(tmp_path / loss), record["best"]["dev_bpb"])
+    assert fused_calls == [50] * 8  # the chunked run went through the fused loss, with its chunk
+    assert sorted(runs["full"][0]) == sorted(runs["chunked"][0]) and len(runs["full"][0]) == 8
+    for step, value in runs["full"][0].items():
+        assert runs["chunked"][0][step] == pytest.approx(value, rel=1e-4)
+    assert runs["chunked"][1] == pytest.approx(runs["full"][1], rel=1e-4)
+
+
+@pytest.mark.parametrize("autocast", [False, True])
+def test_validation_scores_exactly_what_the_full_logits_score(autocast):
+    """validation_step runs the head on the scored rows only; the dev score must be the full-logits one."""
+    from torch.utils.data import DataLoader
+
+    from tinygpt.metrics import BitsPerByte, SlidingWindowDataset
+
+    torch.manual_seed(0)
+    module = GPTModule({**TINY, "tie_embeddings": False}, {}, 10).eval()
+    with torch.no_grad():  # logits of order 1, as in a trained model, so that rounding them would show
+        module.model.lm_head.weight.mul_(100)
+    ids = torch.randint(0, 61, (300,))
+    dataset = SlidingWindowDataset(ids, torch.randint(1, 4, (300,)), torch.ones(300, dtype=torch.long), 24)
+    reference = BitsPerByte()
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        for batch in DataLoader(dataset, batch_size=5):
+            module.validation_step(batch, 0)
+            reference.update(module.model(batch["input"]).logits, batch["target"], batch["scored"],
+                             batch["target_bytes"], batch["target_chars"])
+    got, want = module.dev_score.compute(), reference.compute()
+    assert got["tokens"] == want["tokens"] == 299 and got["bytes"] == want["bytes"]
+    for key in ("bits_per_byte", "loss", "bits_per_char"):
+        assert float(got[key]) == pytest.approx(float(want[key]), rel=1e-6)

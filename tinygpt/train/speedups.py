@@ -1,0 +1,82 @@
+"""The training-speed switches (`speed.*` in conf/train.yaml): their names, allowed values and dispatch.
+
+Each switch changes how a step is computed, never what it computes beyond a stated tolerance
+(tests/test_speedups.py compares each with the plain path):
+- `loss`: "chunked" fuses the head with the cross-entropy over chunks of tokens, so the B×T×V logits are
+  never materialised (tinygpt/model/fused_loss.py); "full" is `F.cross_entropy` over the full logits.
+  Loss and gradients agree to float rounding (fp32: 1e-5 relative; bf16 autocast: bf16 rounding).
+- `loss_chunk`: tokens per chunk for "chunked"; null picks about 8M logits per chunk (fused_loss.auto_chunk).
+- `attention`: how attention dropout is computed while training with dropout > 0 (model/attention.py):
+  "sdpa" inside `scaled_dot_product_attention` (slow on CPU), "explicit" as softmax weights dropped by
+  F.dropout. The same distribution (a Bernoulli(1 - p) mask and 1/(1 - p) scaling), different random draws.
+- `compile`: `torch.compile` of the model's trunk (everything but the head and loss) for training. It costs a
+  cold start of tens of seconds on a CPU (inductor builds C++ kernels), paid again for every new process.
+- `optimizer`: AdamW's implementation, "fused" (one kernel over all parameters; CPU and CUDA), "foreach"
+  (batched tensor ops) or "for_loop" (torch's CPU default); the same update up to float rounding.
+
+Defaults are chosen by rough measurement on the project's 2-core CPU (docs/benchmarks/train.md says how and
+how to re-measure with `scripts/bench_train.py --ab`). None of them changes parameter names or checkpoints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from torch import nn
+
+from tinygpt.model.attention import ATTENTION_IMPLS, CausalSelfAttention
+
+CHOICES = {
+    "loss": ("chunked", "full"),
+    "attention": ATTENTION_IMPLS,
+    "optimizer": ("fused", "foreach", "for_loop"),
+}
+
+
+@dataclass
+class SpeedConfig:
+    loss: str = "chunked"
+    loss_chunk: int | None = None
+    attention: str = "explicit"
+    compile: bool = False
+    optimizer: str = "fused"
+
+    def __post_init__(self) -> None:
+        for name, allowed in CHOICES.items():
+            value = getattr(self, name)
+            if value not in allowed:
+                raise ValueError(f"speed.{name}={value!r} is not allowed: must be one of {', '.join(allowed)}")
+        if self.loss_chunk is not None and (not isinstance(self.loss_chunk, int) or self.loss_chunk <= 0):
+            raise ValueError(f"speed.loss_chunk={self.loss_chunk!r} is not allowed: must be a positive number "
+                             "of tokens, or null for automatic")
+        if not isinstance(self.compile, bool):
+            raise ValueError(f"speed.compile={self.compile!r} is not allowed: must be true or false")
+
+    @classmethod
+    def from_node(cls, node: Any) -> SpeedConfig:
+        """From the `speed` config node (or a dict); keys that are not speed switches (peak_flops, used by the
+        MFU monitor) are left out, and a misspelled switch fails, naming the key."""
+        from omegaconf import OmegaConf
+
+        values = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else dict(node or {})
+        values.pop("peak_flops", None)
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"speed.{unknown[0]} is not a speed switch: the switches are {', '.join(sorted(known))} "
+                             "(and speed.peak_flops)")
+        return cls(**values)
+
+
+def apply_to_model(model: nn.Module, config: SpeedConfig) -> None:
+    """Set the switches that live on the model's modules (runtime only: nothing is saved in checkpoints)."""
+    for module in model.modules():
+        if isinstance(module, CausalSelfAttention):
+            module.impl = config.attention
+
+
+def optimizer_flags(config: SpeedConfig) -> dict[str, bool]:
+    """torch.optim.AdamW's keyword arguments for the chosen implementation."""
+    return {"fused": {"fused": True}, "foreach": {"foreach": True},
+            "for_loop": {"foreach": False}}[config.optimizer]
