@@ -7,8 +7,7 @@ what the loggers hold past S (written before the crash, after the checkpoint) mu
   mechanism for this: it writes a session-start marker, and readers (TensorBoard, ``EventAccumulator``) drop
   the earlier events at steps >= S + 1. The new event file lands in the same version folder (``version: ""``).
 - CSV: :class:`ResumableCSVLogger` keeps the rows at steps <= S and appends. (Lightning's ``CSVLogger``
-  restarts its header from nothing, then rewrites the file with only the new columns and crashes on the old
-  rows, or drops them.)
+  deletes an existing ``metrics.csv`` when its writer starts: a resumed run kept only the rows after S.)
 
 Both need the steps to mean the same thing for every metric, so :class:`OptimizerStepAxis` files the training
 metrics at the optimizer step count (1, 2, ...; the dev scores already are), not Lightning's 0-based batch
@@ -54,13 +53,14 @@ class ResumableCSVLogger(CSVLogger):
             columns = list(reader.fieldnames or [])
             rows = [row for row in reader if row.get("step") not in (None, "")
                     and int(float(row["step"])) <= self.resume_step]
+        experiment = self.experiment  # Lightning's writer deletes an existing metrics.csv when it is created
         tmp = path.with_name(f".{path.name}.tmp")
         with open(tmp, "w", newline="") as file:
             writer = csv.DictWriter(file, fieldnames=columns)
             writer.writeheader()
             writer.writerows(rows)
         os.replace(tmp, path)
-        self.experiment.metrics_keys = columns  # the writer extends this header instead of starting a new one
+        experiment.metrics_keys = columns  # the writer extends this header instead of starting a new one
 
 
 def resume_kwargs(target: str, resume_step: int) -> dict:
