@@ -41,19 +41,29 @@ class Lease:
             self._fd = None
 
 
+def try_lock(path: str | Path) -> int | None:
+    """An exclusive ``flock`` on ``path`` (created if missing), without blocking: the open file descriptor
+    that holds it, or None when another open file holds it. Closing the descriptor (or the process ending in
+    any way) drops the lock. The one lock primitive of tinygpt: device leases here, run folders in
+    tinygpt/train/runlock.py."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
 def try_acquire(lease_dir: str | Path, names: Sequence[str]) -> Lease | None:
     """The first free device of ``names`` (lowest index first), or None if every one is held."""
     lease_dir = Path(lease_dir)
     lease_dir.mkdir(parents=True, exist_ok=True)
     for index, name in enumerate(names):
         path = lease_dir / f"{name}.lock"
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            continue
-        return Lease(index, name, path, _fd=fd)
+        fd = try_lock(path)
+        if fd is not None:
+            return Lease(index, name, path, _fd=fd)
     return None
 
 

@@ -35,6 +35,7 @@ from omegaconf import DictConfig, open_dict
 from tinygpt.sweep.devices import cpu_cores, device_pool, is_device_list, requested_devices
 from tinygpt.sweep.leases import Lease, acquire
 from tinygpt.sweep.multidevice import refuse_multi_device_jobs_in_sweep
+from tinygpt.sweep.orphans import die_with_parent, exit_if_orphaned
 
 PLACEMENT_LAUNCHER = "placement"   # the option of hydra/launcher that turns placement on
 PLACEMENT_RECORD = "placement.json"
@@ -79,12 +80,14 @@ class DevicePlacement(Callback):
     raised in callbacks into warnings, so the checks that must stop a job live in ``apply_placement``."""
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        die_with_parent()  # a worker of a killed launcher stops instead of training on (orphans.py)
         release()
         if placement_applies(config.hydra, config.trainer):
             place(config)
 
     def on_job_end(self, config: DictConfig, job_return: Any = None, **kwargs: Any) -> None:
         release()
+        exit_if_orphaned()
 
 
 def place(config: DictConfig) -> Placement:

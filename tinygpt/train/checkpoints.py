@@ -63,6 +63,45 @@ def resume_path(run_dir: Path, resume: str, ckpt_path: str | None) -> str | None
     return str(path)
 
 
+DECAYING = ("cosine", "linear", "wsd")  # schedules whose shape depends on trainer.max_steps
+
+
+def check_resumable(checkpoint: dict, path, model: dict, optim: dict, max_steps: int,
+                    tokenizer_json: str | None) -> None:
+    """Refuse, in one line, a checkpoint that does not fit the run it would resume: another model (shapes,
+    vocabulary), another tokenizer, other optimizer settings (Lightning restores the checkpoint's optimizer and
+    schedule, so they would be silently ignored), or another ``max_steps`` under a decaying schedule (the
+    schedule would be reshaped mid-run: the learning rate jumps at the seam). Called before anything in the
+    run folder is written."""
+    hparams = checkpoint.get("hyper_parameters")
+    if not isinstance(hparams, dict) or not isinstance(hparams.get("model"), dict):
+        raise CheckpointError(f"checkpoint {path} is not a tinygpt training checkpoint (no hyper_parameters.model)")
+
+    def differences(prefix: str, theirs: dict, ours: dict) -> str:
+        keys = [k for k in sorted(set(theirs) | set(ours)) if theirs.get(k) != ours.get(k)]
+        return ", ".join(f"{prefix}.{k}={theirs.get(k)!r} there, {ours.get(k)!r} here" for k in keys)
+
+    changed = differences("model", hparams["model"], model)
+    if changed:
+        raise CheckpointError(f"checkpoint {path} holds another model ({changed}); resume it with its own "
+                              "settings, or use another run folder")
+    theirs_tokenizer = checkpoint.get("tokenizer")
+    if tokenizer_json is not None and theirs_tokenizer is not None and theirs_tokenizer != tokenizer_json:
+        raise CheckpointError(f"checkpoint {path} was trained with another tokenizer than this run's data.tokenizer; "
+                              "resume it with its own data settings, or use another run folder")
+    changed = differences("optim", hparams.get("optim") or {}, optim)
+    if changed:
+        raise CheckpointError(f"checkpoint {path} was trained with other optimizer settings ({changed}); the "
+                              "checkpoint's optimizer and schedule state would override them: keep its settings, "
+                              "or start a new run")
+    old_steps = hparams.get("max_steps")
+    if optim.get("schedule") in DECAYING and old_steps != max_steps:
+        raise CheckpointError(
+            f"checkpoint {path} was trained for trainer.max_steps={old_steps} under optim.schedule="
+            f"{optim['schedule']}; continuing to {max_steps} would reshape the schedule mid-run. Keep "
+            f"trainer.max_steps={old_steps}, or train a new run with the longer schedule from the start")
+
+
 def load_model(path: str | Path):
     """(GPT in eval mode, tokenizer, raw checkpoint) from any tinygpt checkpoint."""
     from tinygpt.data import tokenizer_from_json

@@ -6,21 +6,28 @@ import math
 from pathlib import Path
 
 import lightning as L
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from hydra.utils import instantiate
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import TensorBoardLogger
+from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 from tinygpt.data import TextDataModule
 from tinygpt.model import GPTConfig, config_from, families
 from tinygpt.sweep.placement import apply_placement
-from tinygpt.train.checkpoints import AtomicCheckpointIO, resume_path
+from tinygpt.train.checkpoints import AtomicCheckpointIO, check_resumable, read_checkpoint, resume_path
 from tinygpt.train.console import progress_callback, silence_third_party_tips
 from tinygpt.train.diagnostics import CollapseDiagnostics
+from tinygpt.train.last_checkpoint import LastCheckpoint, TrainingInterrupted
+from tinygpt.train.logs import OptimizerStepAxis, resume_kwargs
 from tinygpt.train.module import GPTModule
 from tinygpt.train.optim import OptimConfig
 from tinygpt.train.record import RunRecord, read_record
+from tinygpt.train.runlock import RunFolderBusy, lock_run
 from tinygpt.train.sampling import TextSampler
+from tinygpt.train.schema import validate_run_config
 from tinygpt.train.speed import SpeedMonitor
 from tinygpt.train.speedups import SpeedConfig
 
@@ -50,9 +57,10 @@ def hparams(cfg: DictConfig, config: GPTConfig, optim: OptimConfig) -> dict:
 def build_callbacks(cfg, run_dir: Path, module: GPTModule, datamodule, record: RunRecord) -> list:
     ckpt_dir = run_dir / "checkpoints"
     callbacks = [
-        # last.ckpt: the full training state, for resume
-        ModelCheckpoint(dirpath=ckpt_dir, save_last=True, save_top_k=0,
-                        every_n_train_steps=cfg.checkpoint.every_n_steps),
+        # last.ckpt: the full training state, for resume; after the validation of a scoring step, at the end,
+        # and on SIGINT/SIGTERM (tinygpt/train/last_checkpoint.py)
+        LastCheckpoint(ckpt_dir, cfg.checkpoint.every_n_steps, cfg.trainer.val_check_interval, datamodule.has_dev),
+        OptimizerStepAxis(),
         SpeedMonitor(families.flops_per_token(module.model),
                      peak_flops=cfg.speed.peak_flops.get(str(cfg.trainer.precision))),
         TextSampler(datamodule.tokenizer, cfg.sample.prompt, cfg.sample.max_new_tokens,
@@ -70,13 +78,33 @@ def build_callbacks(cfg, run_dir: Path, module: GPTModule, datamodule, record: R
     return callbacks
 
 
+def in_multirun() -> bool:
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
 def train(cfg: DictConfig, run_dir: str | Path) -> dict:
+    validate_run_config(cfg)  # every setting outside model and data, before anything is written
     cfg = apply_placement(cfg)  # sweep jobs: the GPU leased to this job; no multi-device jobs (tinygpt/sweep)
     # progress: a bar on a terminal, one line every N steps in a log (tinygpt/train/console.py); checked first
     progress = ([progress_callback(cfg.progress.style, cfg.progress.every_n_steps)]
                 if cfg.trainer.enable_progress_bar else [])
     silence_third_party_tips()
     run_dir = Path(run_dir)
+    if rank_zero_only.rank != 0:  # the other ranks of a DDP run: the same run, rank 0 holds its lock
+        return _train(cfg, run_dir)
+    try:
+        lock = lock_run(run_dir)
+    except RunFolderBusy as busy:
+        if not in_multirun():
+            raise
+        # a rerun of a sweep whose job is still running elsewhere (another terminal, a worker being stopped)
+        print(f"[tinygpt] skipping this job: {busy}", flush=True)
+        return read_record(run_dir) or {"status": "running elsewhere", "run_dir": str(run_dir)}
+    with lock:
+        return _train(cfg, run_dir)
+
+
+def _train(cfg: DictConfig, run_dir: Path) -> dict:
     previous = read_record(run_dir)
     if cfg.resume == "auto" and not cfg.ckpt_path and previous and previous.get("status") == "finished":
         print(f"[tinygpt] {run_dir} already finished (best dev bpb {previous.get('best', {}).get('dev_bpb')}); "
@@ -94,6 +122,13 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict:
         print(f"[tinygpt] {line}")
     config = model_config(cfg, datamodule.vocab_size)
     optim = OptimConfig.from_omegaconf(cfg.optim)
+    resume_step = 0
+    if ckpt_path:  # the checkpoint must fit this run before anything in the folder changes
+        checkpoint = read_checkpoint(ckpt_path)
+        check_resumable(checkpoint, ckpt_path, vars(config), vars(optim), cfg.trainer.max_steps,
+                        datamodule.tokenizer.to_json())
+        resume_step = int(checkpoint.get("global_step", 0))
+        del checkpoint
 
     L.seed_everything(cfg.seed, workers=True)  # model init depends on the seed alone, not on data setup
     module = GPTModule(vars(config), vars(optim), cfg.trainer.max_steps, datamodule.tokenizer.to_json(),
@@ -105,12 +140,16 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict:
         "config": OmegaConf.to_container(cfg, resolve=True), "parameters": n_params,
         "data": datamodule.describe(), "run_dir": str(run_dir),
     })
-    loggers = [instantiate(logger, save_dir=str(run_dir)) for logger in cfg.logger.values()]
+    # a resumed run continues its CSV and TensorBoard histories from the checkpoint's step (tinygpt/train/logs.py)
+    loggers = [instantiate(logger, save_dir=str(run_dir), **resume_kwargs(logger._target_, resume_step))
+               for logger in cfg.logger.values()]
     trainer = L.Trainer(**OmegaConf.to_container(cfg.trainer, resolve=True),
                         logger=loggers, callbacks=build_callbacks(cfg, run_dir, module, datamodule, record) + progress,
                         default_root_dir=str(run_dir), max_epochs=-1, num_sanity_val_steps=0,
                         gradient_clip_val=optim.grad_clip, plugins=[AtomicCheckpointIO()])
     for logger in loggers:
+        if isinstance(logger, TensorBoardLogger) and resume_step:
+            continue  # logged by the session that started the run (a second copy would repeat its step-0 metric)
         if isinstance(logger, TensorBoardLogger):  # the hparams tab pairs the switches with this metric
             logger.log_hyperparams(hparams(cfg, config, optim), metrics={"hp/best_dev_bpb": math.nan})
         else:
@@ -119,7 +158,14 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict:
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
         if datamodule.has_dev and (not record.record["curve"]
                                    or record.record["curve"][-1]["step"] != trainer.global_step):
+            # the last step was not a scoring step, or its score was lost to a crash: score it now, and keep
+            # last.ckpt's best score in step with the record
             trainer.validate(module, datamodule=datamodule, verbose=False)
+            last = next(c for c in trainer.callbacks if isinstance(c, LastCheckpoint))
+            last.save(trainer)
+    except TrainingInterrupted as stop:
+        record.finish("interrupted", error=str(stop), step=trainer.global_step)
+        raise
     except BaseException as err:
         record.finish("failed", error=f"{type(err).__name__}: {err}", step=trainer.global_step)
         raise

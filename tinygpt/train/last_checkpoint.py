@@ -1,0 +1,109 @@
+"""``last.ckpt``, the full training state for resume: saved where it is complete, and when the run is stopped.
+
+Lightning's ``ModelCheckpoint(every_n_train_steps=N, save_last=True)`` saves in ``on_train_batch_end``, which
+comes before the validation of that step: a last.ckpt at a scoring step held a stale best score, and a crash
+during that validation lost the dev point for good (the resume starts after it). It also saves nothing at the
+end of training when ``max_steps`` is not a multiple of N, and nothing on Ctrl-C. This callback saves
+last.ckpt (through the trainer, so through the run's atomic CheckpointIO):
+
+- every ``every_n_steps`` optimizer steps, and at every scoring step *after* its validation (in
+  ``on_validation_end``, a save point Lightning's loops resume from without validating again);
+- at the end of training, if the last step was not saved yet;
+- on SIGINT (Ctrl-C) and SIGTERM (a scheduler's preemption, ``kill``, a sweep worker whose launcher died): the
+  handler only sets a flag; the save happens at the next point above where the state is whole (the end of the
+  current step, after its validation if it has one), then :class:`TrainingInterrupted` stops the run. Saving
+  from inside the handler could catch a step half done: weights updated, counters not, dropout's RNG moved.
+  A second signal stops at once.
+
+Before each save the loggers are flushed, so a ``kill -9`` after a checkpoint cannot leave a gap in the
+CSV / TensorBoard history before it. It subclasses Lightning's ``Checkpoint``, so the Trainer runs it after the
+other callbacks (the run record and the sample are written before the state is saved).
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+
+from lightning.pytorch.callbacks import Checkpoint
+
+from tinygpt.train.logs import flush
+
+LAST = "last.ckpt"
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class TrainingInterrupted(Exception):
+    """Training stopped on a signal after saving last.ckpt; rerunning the same command resumes from it."""
+
+    def __init__(self, signum: int, step: int, path: Path):
+        self.signum, self.step = signum, step
+        super().__init__(f"{signal.Signals(signum).name}: stopped after step {step}; saved {path}. "
+                         "Rerun the same command to continue")
+
+
+class LastCheckpoint(Checkpoint):
+    def __init__(self, dirpath: str | Path, every_n_steps: int, val_check_interval: int, has_dev: bool):
+        self.path = Path(dirpath) / LAST
+        self.every_n_steps, self.val_check_interval, self.has_dev = every_n_steps, val_check_interval, has_dev
+        self.saved_step = -1
+        self.stop_signal: int | None = None
+        self._previous: dict[int, object] = {}
+
+    # -- when to save --------------------------------------------------------------------------------------
+    def _scoring_step(self, step: int) -> bool:
+        return self.has_dev and step % self.val_check_interval == 0
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        step = trainer.global_step
+        if self._scoring_step(step):
+            return  # saved after this step's validation
+        if step % self.every_n_steps == 0 or self.stop_signal is not None:
+            self.save(trainer)
+        self._stop_if_asked(trainer)
+
+    def on_validation_end(self, trainer, pl_module):
+        if trainer.sanity_checking or trainer.state.fn != "fit":
+            return
+        self.save(trainer)
+        self._stop_if_asked(trainer)
+
+    def on_train_end(self, trainer, pl_module):
+        if self.saved_step != trainer.global_step:
+            self.save(trainer)
+        self._restore_handlers()
+
+    def save(self, trainer) -> None:
+        flush(trainer.loggers)
+        trainer.save_checkpoint(self.path)
+        self.saved_step = trainer.global_step
+
+    # -- signals -------------------------------------------------------------------------------------------
+    def on_train_start(self, trainer, pl_module):
+        self.saved_step = trainer.global_step  # a resumed run's checkpoint is already on disk
+        if threading.current_thread() is threading.main_thread():  # handlers can only be set there
+            for signum in STOP_SIGNALS:
+                self._previous[signum] = signal.signal(signum, self._on_signal)
+
+    def _on_signal(self, signum, frame) -> None:
+        if self.stop_signal is not None:  # the second one: stop now, as without this callback
+            self._restore_handlers()
+            if signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            raise SystemExit(128 + signum)
+        self.stop_signal = signum
+        print(f"\n[tinygpt] {signal.Signals(signum).name}: saving {self.path} at the end of this step, then "
+              "stopping (send it again to stop at once)", flush=True)
+
+    def _stop_if_asked(self, trainer) -> None:
+        if self.stop_signal is not None:
+            raise TrainingInterrupted(self.stop_signal, trainer.global_step, self.path)
+
+    def _restore_handlers(self) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous = {}
+
+    def on_exception(self, trainer, pl_module, exception):
+        self._restore_handlers()

@@ -1,0 +1,83 @@
+"""Logs that continue across resume: one CSV and one TensorBoard history per run, without duplicates or gaps.
+
+A run resumed from a checkpoint at optimizer step S repeats nothing up to S and everything after it, so
+what the loggers hold past S (written before the crash, after the checkpoint) must go:
+
+- TensorBoard: the resumed session's ``SummaryWriter`` gets ``purge_step=S + 1``, TensorBoard's own
+  mechanism for this: it writes a session-start marker, and readers (TensorBoard, ``EventAccumulator``) drop
+  the earlier events at steps >= S + 1. The new event file lands in the same version folder (``version: ""``).
+- CSV: :class:`ResumableCSVLogger` keeps the rows at steps <= S and appends. (Lightning's ``CSVLogger``
+  deletes an existing ``metrics.csv`` when its writer starts: a resumed run kept only the rows after S.)
+
+Both need the steps to mean the same thing for every metric, so :class:`OptimizerStepAxis` files the training
+metrics at the optimizer step count (1, 2, ...; the dev scores already are), not Lightning's 0-based batch
+index: then "at or before the checkpoint" is "step <= S" for every row.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+
+import lightning as L
+from hydra.utils import get_class
+from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+from lightning.pytorch.utilities import rank_zero_only
+
+
+class OptimizerStepAxis(L.Callback):
+    """Logs ``step`` = optimizer steps done, which Lightning's logger connector uses as the x value of the
+    training metrics logged in the same batch (instead of its 0-based batch counter)."""
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        pl_module.log("step", float(trainer.global_step), on_step=True, on_epoch=False)
+
+
+class ResumableCSVLogger(CSVLogger):
+    """Lightning's CSVLogger that continues ``metrics.csv``: rows at steps <= ``resume_step`` are kept (the
+    history up to the checkpoint the run resumes from), later ones dropped, and new rows appended under the
+    union of the old and new columns. ``resume_step=0``: a fresh start, any earlier rows are dropped."""
+
+    def __init__(self, *args, resume_step: int = 0, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.resume_step = resume_step
+        if rank_zero_only.rank == 0:
+            self._continue(Path(self.log_dir) / "metrics.csv")
+
+    def _continue(self, path: Path) -> None:
+        if not path.exists():
+            return
+        with open(path, newline="") as file:
+            reader = csv.DictReader(file)
+            columns = list(reader.fieldnames or [])
+            rows = [row for row in reader if row.get("step") not in (None, "")
+                    and int(float(row["step"])) <= self.resume_step]
+        experiment = self.experiment  # Lightning's writer deletes an existing metrics.csv when it is created
+        tmp = path.with_name(f".{path.name}.tmp")
+        with open(tmp, "w", newline="") as file:
+            writer = csv.DictWriter(file, fieldnames=columns)
+            writer.writeheader()
+            writer.writerows(rows)
+        os.replace(tmp, path)
+        experiment.metrics_keys = columns  # the writer extends this header instead of starting a new one
+
+
+def resume_kwargs(target: str, resume_step: int) -> dict:
+    """Extra constructor arguments for a logger class (its Hydra ``_target_``) in a run continuing at
+    ``resume_step`` (0: from scratch)."""
+    cls = get_class(target)
+    if issubclass(cls, TensorBoardLogger):
+        return {"purge_step": resume_step + 1}
+    if issubclass(cls, ResumableCSVLogger):
+        return {"resume_step": resume_step}
+    return {}
+
+
+def flush(loggers) -> None:
+    """Everything logged so far onto disk (called before each checkpoint, so a kill leaves no gap before it)."""
+    for logger in loggers:
+        logger.save()
+        experiment = logger.experiment if rank_zero_only.rank == 0 else None
+        if hasattr(experiment, "flush"):
+            experiment.flush()

@@ -1,0 +1,114 @@
+"""Typed schemas of the run's settings outside the model and data, checked before anything is written.
+
+The model (``GPTConfig``) and data (``DataConfig``) validate themselves; this covers the rest: ``optim.*``
+(``OptimConfig``), ``trainer.max_steps`` and ``trainer.val_check_interval``, ``checkpoint.*``, ``seed``,
+``sample.*`` and ``sweep.*``. Each is a dataclass whose ``__post_init__`` names the field and what is
+allowed, so a bad value fails in one line before the Trainer starts rather than as a ``ZeroDivisionError``
+after it (``val_check_interval=0``), a numpy bounds message (``seed=-1``), or not at all
+(``optim.grad_clip=-1`` trained by gradient ascent). The ``sweep`` schema is also registered in Hydra's
+ConfigStore (``register_run_schemas``, listed first in conf/sweep/default.yaml) so a misspelled ``sweep.*`` key
+or a wrong type fails at composition, before a multirun creates its folder.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig, OmegaConf
+
+SEED_LIMIT = 2**32  # numpy's and Lightning's seeds are unsigned 32-bit
+
+
+def require(ok: bool, field: str, value: Any, allowed: str) -> None:
+    if not ok:
+        raise ValueError(f"{field}={value!r} is not allowed: must be {allowed}")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass
+class CheckpointConfig:
+    every_n_steps: int = 50                  # last.ckpt, the full training state
+    keep_every_n_steps: int | None = None    # kept weights-only checkpoints; None: none
+
+    def __post_init__(self) -> None:
+        require(self.every_n_steps > 0, "checkpoint.every_n_steps", self.every_n_steps, "a positive integer")
+        require(self.keep_every_n_steps is None or self.keep_every_n_steps > 0, "checkpoint.keep_every_n_steps",
+                self.keep_every_n_steps, "null or a positive integer")
+
+
+@dataclass
+class SampleConfig:
+    prompt: str = "The Time Traveller"
+    max_new_tokens: int = 200
+    temperature: float = 0.8
+    top_k: int | None = None
+
+    def __post_init__(self) -> None:
+        require(self.max_new_tokens >= 0, "sample.max_new_tokens", self.max_new_tokens,
+                "a non-negative integer (0: no samples)")
+        require(self.temperature > 0, "sample.temperature", self.temperature, "a positive number")
+        require(self.top_k is None or self.top_k > 0, "sample.top_k", self.top_k, "null or a positive integer")
+
+
+@dataclass
+class SweepConfig:
+    cpu_jobs: int = 1
+    simulate_devices: int | None = None
+    lease_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        require(self.cpu_jobs >= 1, "sweep.cpu_jobs", self.cpu_jobs, "a positive integer")
+        require(self.simulate_devices is None or self.simulate_devices >= 1, "sweep.simulate_devices",
+                self.simulate_devices, "null or a positive integer")
+
+
+@dataclass
+class StepsConfig:
+    """The two Trainer arguments tinygpt's step-based training depends on (the rest go to Lightning as given)."""
+
+    max_steps: int = 150
+    val_check_interval: int = 50
+
+    def __post_init__(self) -> None:
+        require(self.max_steps > 0, "trainer.max_steps", self.max_steps, "a positive integer")
+        require(self.val_check_interval > 0, "trainer.val_check_interval", self.val_check_interval,
+                "a positive integer (validate every N optimizer steps)")
+
+
+def _typed(cls, node: Any, prefix: str):
+    """``node`` merged onto ``cls``'s schema: unknown keys and wrong types fail naming ``prefix.key``."""
+    from omegaconf.errors import OmegaConfBaseException
+
+    if OmegaConf.is_config(node):
+        node = OmegaConf.to_container(node, resolve=True)
+    try:
+        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(cls), node))
+    except OmegaConfBaseException as err:
+        key = getattr(err, "full_key", None) or ""
+        detail = str(err).strip().splitlines()[0]
+        raise ValueError(f"{prefix}.{key}: {detail}" if key else f"{prefix}: {detail}") from None
+
+
+def validate_run_config(cfg: DictConfig) -> None:
+    """Every setting outside model and data, checked; raises ValueError naming the first bad field."""
+    from tinygpt.train.optim import OptimConfig
+
+    seed = cfg.seed
+    require(_is_int(seed) and 0 <= seed < SEED_LIMIT, "seed", seed, f"an integer in [0, {SEED_LIMIT})")
+    _typed(StepsConfig, {"max_steps": cfg.trainer.max_steps, "val_check_interval": cfg.trainer.val_check_interval},
+           "trainer")
+    _typed(CheckpointConfig, cfg.checkpoint, "checkpoint")
+    _typed(SampleConfig, cfg.sample, "sample")
+    if "sweep" in cfg:
+        _typed(SweepConfig, cfg.sweep, "sweep")
+    _typed(OptimConfig, cfg.optim, "optim")
+
+
+def register_run_schemas() -> None:
+    """The sweep group's schema (conf/sweep/default.yaml lists it first in its defaults)."""
+    ConfigStore.instance().store(group="sweep", name="schema", node=SweepConfig)
