@@ -70,6 +70,26 @@ def test_transformers_gives_the_same_logits_and_greedy_tokens(trained):
     assert got.tolist() == expected.tolist()
 
 
+def test_greedy_tokens_match_on_a_model_that_does_not_repeat_itself(trained, tmp_path):
+    """A model trained 4 steps may greedily repeat one token; the same architecture with random weights (gains and
+    biases moved off 1 and 0 too) continues with many different tokens, so the 30-token comparison means something."""
+    family, _, ckpt, _ = trained
+    model, tokenizer, checkpoint = load_model(ckpt)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.5)
+    (tmp_path / "checkpoints").mkdir()
+    torch.save({**checkpoint, "state_dict": {f"model.{k}": v for k, v in model.state_dict().items()}},
+               tmp_path / "checkpoints" / "random.ckpt")
+    out = export_checkpoint(tmp_path / "checkpoints" / "random.ckpt", tmp_path / "hf").folder
+    hf = transformers.AutoModelForCausalLM.from_pretrained(out, local_files_only=True)
+    prompt = torch.tensor([tokenizer.encode("the time")])
+    expected = generate(model, prompt, 30, greedy=True)
+    assert hf.generate(prompt, max_new_tokens=30, do_sample=False).tolist() == expected.tolist()
+    assert len(set(expected[0, prompt.shape[1]:].tolist())) >= 5
+
+
 def test_tokenizer_files_round_trip_like_tinygpt(trained):
     _, _, ckpt, out = trained
     _, tokenizer, _ = load_model(ckpt)

@@ -21,8 +21,11 @@ import time
 from lightning.pytorch.callbacks import ProgressBar, TQDMProgressBar
 
 TIP_PREFIX = "💡 Tip"
-# the loggers rank_zero_info writes through (lightning_utilities' rank_zero module logs via whichever was set last)
-TIP_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero")
+# the loggers rank_zero_info may write through: lightning_utilities' rank_zero module logs via whichever of these
+# was imported last, and the standalone pytorch_lightning / lightning_fabric packages (imported, for instance, in
+# a submitit job) set their own
+TIP_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero",
+               "pytorch_lightning.utilities.rank_zero", "lightning_fabric.utilities.rank_zero")
 SHORT_NAMES = {"train/loss": "loss", "train/tokens_per_sec": "tokens/s", "dev/bpb": "dev bpb"}
 
 
@@ -33,7 +36,11 @@ class NoThirdPartyTips(logging.Filter):
 
 def silence_third_party_tips() -> None:
     """Drop Lightning's advertisement tips from its log output (idempotent)."""
-    for name in TIP_LOGGERS:
+    from lightning_utilities.core import rank_zero
+
+    current = getattr(rank_zero, "log", None)  # the logger rank_zero_info uses now
+    names = TIP_LOGGERS + ((current.name,) if isinstance(current, logging.Logger) else ())
+    for name in dict.fromkeys(names):
         logger = logging.getLogger(name)
         if not any(isinstance(f, NoThirdPartyTips) for f in logger.filters):
             logger.addFilter(NoThirdPartyTips())

@@ -1,0 +1,97 @@
+"""Everyday use: the console entry points are the scripts, and a run's output in a log has progress lines, no
+per-refresh bar lines and no third-party advertisements."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import subprocess
+import sys
+from pathlib import Path
+
+import lightning as L
+import pytest
+import tomllib
+from conftest import PYTHON, REPO
+from lightning.pytorch.callbacks import TQDMProgressBar
+
+from tinygpt.train.console import (
+    TIP_LOGGERS,
+    LineProgress,
+    NoThirdPartyTips,
+    progress_callback,
+    silence_third_party_tips,
+)
+
+ENTRY_POINTS = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+
+
+def test_every_entry_point_is_the_script_of_the_same_name():
+    assert {"tinygpt-train", "tinygpt-evaluate", "tinygpt-generate", "tinygpt-report", "tinygpt-export",
+            "tinygpt-import-hf", "tinygpt-params"} <= set(ENTRY_POINTS)
+    for command, target in ENTRY_POINTS.items():
+        module, function = target.split(":")
+        entry = getattr(importlib.import_module(module), function)
+        script = REPO / "scripts" / (command.removeprefix("tinygpt-").replace("-", "_") + ".py")
+        namespace = {"__name__": "not_main"}  # run the script's imports, not its main
+        exec(compile(script.read_text(), str(script), "exec"), namespace)
+        assert namespace["main"] is entry, command
+
+
+@pytest.mark.parametrize("command,expected", [("tinygpt-train", "model: blog, gpt2_124m"),
+                                              ("tinygpt-export", "family: auto"),
+                                              ("tinygpt-report", "usage: tinygpt-report")])
+def test_installed_commands_answer_help_from_anywhere(command, expected, tmp_path):
+    executable = Path(sys.executable).parent / command
+    assert executable.is_file(), f"{command} is not installed: run make install"
+    done = subprocess.run([str(executable), "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert expected in done.stdout
+
+
+def test_progress_style_is_chosen_at_trainer_build(monkeypatch):
+    monkeypatch.setattr("tinygpt.train.console.is_terminal", lambda: False)
+    auto = progress_callback("auto", 7)
+    assert isinstance(auto, LineProgress) and auto.every_n_steps == 7
+    monkeypatch.setattr("tinygpt.train.console.is_terminal", lambda: True)
+    assert isinstance(progress_callback("auto", 7), TQDMProgressBar)
+    assert isinstance(progress_callback("lines", 3), LineProgress)
+    assert isinstance(progress_callback("bar", 3), TQDMProgressBar)
+    with pytest.raises(ValueError, match="progress.style='fancy' is not allowed: must be one of auto, bar, lines"):
+        progress_callback("fancy", 3)
+    with pytest.raises(ValueError, match="progress.every_n_steps=0 is not allowed"):
+        progress_callback("lines", 0)
+
+
+def test_lightning_tips_are_filtered_out_and_only_them(caplog):
+    # importing the standalone package (as a submitit job does) re-points rank_zero_info's logger to its own
+    pytest.importorskip("pytorch_lightning")
+    loggers = [logging.getLogger(name) for name in TIP_LOGGERS]
+    for logger in loggers:  # first without the filter: Lightning does advertise (so this test can fail)
+        for f in [f for f in logger.filters if isinstance(f, NoThirdPartyTips)]:
+            logger.removeFilter(f)
+    with caplog.at_level(logging.INFO):
+        L.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False)
+    assert any("💡 Tip" in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    silence_third_party_tips()
+    with caplog.at_level(logging.INFO):
+        L.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False)
+    messages = [r.getMessage() for r in caplog.records]
+    assert not any("Tip" in m or "litlogger" in m or "litmodels" in m for m in messages)
+    assert any("GPU available" in m for m in messages)  # Lightning's own information stays
+
+
+def test_a_logged_run_prints_lines_every_n_steps_and_no_advertisement(small_corpus, tmp_path):
+    # stdout and stderr are pipes here, as in a log file or a SLURM job: progress.style=auto picks lines
+    done = subprocess.run([PYTHON, "scripts/train.py", "experiment=smoke", "data=textfile", f"data.path={small_corpus}",
+                           "trainer.enable_progress_bar=true", "progress.every_n_steps=3", f"hydra.run.dir={tmp_path}"],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    output = done.stdout + done.stderr
+    assert "💡" not in output and "litlogger" not in output and "litmodels" not in output
+    assert "\r" not in output  # no bar redraws
+    steps = [line.split()[2] for line in done.stdout.splitlines() if line.startswith("[tinygpt] step ")]
+    # every 3 steps and the last (8), plus the validations at 4 and 8
+    assert steps == ["3/8", "4/8", "6/8", "8/8", "8/8"]
+    assert [line for line in done.stdout.splitlines() if line.startswith("[tinygpt] step 6/8")][0].count("loss") == 1
