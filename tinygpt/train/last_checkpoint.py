@@ -20,7 +20,8 @@ The loggers are flushed before each save, and again once the saved step's traini
 (Lightning logs them after ``on_train_batch_end``), so the CSV / TensorBoard history up to a checkpoint is on
 disk. What a ``kill -9`` can still lose is the saved step's own training row, and only if it lands in the few
 microseconds between that checkpoint's save and the next step's start (the window is inside one step's
-bookkeeping, no training or validation runs in it); a checkpoint at a scoring step has no such window. It subclasses Lightning's ``Checkpoint``, so the Trainer runs it after the
+bookkeeping, no training or validation runs in it); a checkpoint at a scoring step has no such window.
+It subclasses Lightning's ``Checkpoint``, so the Trainer runs it after the
 other callbacks (the run record and the sample are written before the state is saved).
 """
 
