@@ -74,7 +74,7 @@ def test_evaluate_test_split_waits_for_no_one_and_refuses_while_the_run_is_being
 
 def test_two_identical_command_line_runs_the_second_refuses_in_one_line(small_corpus, tmp_path):
     command = [PYTHON, "scripts/train.py", "experiment=smoke", "data=textfile", f"data.path={small_corpus}",
-               "trainer.max_steps=400", "trainer.val_check_interval=200", f"hydra.run.dir={tmp_path}"]
+               "trainer.max_steps=200", "trainer.val_check_interval=100", f"hydra.run.dir={tmp_path}"]
     first = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
@@ -88,9 +88,9 @@ def test_two_identical_command_line_runs_the_second_refuses_in_one_line(small_co
     finally:
         first.kill()
     record = json.loads((tmp_path / "run.json").read_text())
-    assert record["status"] == "finished" and [p["step"] for p in record["curve"]] == [200, 400]
+    assert record["status"] == "finished" and [p["step"] for p in record["curve"]] == [100, 200]
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == [
-        "last.ckpt", "step000200.ckpt", "step000400.ckpt"]
+        "last.ckpt", "step000100.ckpt", "step000200.ckpt"]
 
 
 # -- every setting validated before anything is written ------------------------------------------------------
@@ -159,12 +159,26 @@ def test_last_checkpoint_is_saved_after_the_scoring_validation_and_at_the_end(ti
     assert checkpoint["best_dev"]["step"] == record["best"]["step"]
 
 
+# dropout on (the RNG state) and a cosine schedule (the scheduler state), with the CSV logger beside TensorBoard
+RESUMED = ("model.dropout=0.1", "optim/schedule=cosine", "logger=csv")
+
+
+@pytest.fixture(scope="module")
+def whole(small_corpus, tmp_path_factory) -> Path:
+    """The uninterrupted run the interrupted ones are compared with."""
+    from conftest import TINY_RUN, compose_train
+
+    run_dir = tmp_path_factory.mktemp("whole")
+    train(compose_train([*TINY_RUN, "data=textfile", f"data.path={small_corpus}", *RESUMED]), run_dir)
+    return run_dir
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_a_signal_saves_the_step_and_the_rerun_continues_the_logs_exactly(tiny_cfg, tmp_path, monkeypatch, signum):
+def test_a_signal_saves_the_step_and_the_rerun_continues_the_logs_exactly(tiny_cfg, whole, tmp_path, monkeypatch,
+                                                                          signum):
     """Ctrl-C (or a preemption's SIGTERM) during step 6: last.ckpt at step 6, status interrupted; the rerun's
     losses, dev scores, CSV rows and TensorBoard scalars equal an uninterrupted run's, each step once."""
-    overrides = ("model.dropout=0.1", "optim/schedule=cosine", "logger=csv")
-    train(tiny_cfg(*overrides), tmp_path / "whole")
+    overrides = RESUMED
     original = GPTModule.training_step
 
     def signal_in_step_6(self, batch, batch_idx):
@@ -182,7 +196,7 @@ def test_a_signal_saves_the_step_and_the_rerun_continues_the_logs_exactly(tiny_c
 
     record = train(tiny_cfg(*overrides), tmp_path / "stopped")
     assert record["status"] == "finished" and record["resumed_from_step"] == 6
-    assert_same_history(tmp_path / "whole", tmp_path / "stopped")
+    assert_same_history(whole, tmp_path / "stopped")
 
 
 def assert_same_history(whole: Path, resumed: Path) -> None:
@@ -199,10 +213,9 @@ def assert_same_history(whole: Path, resumed: Path) -> None:
     assert [v for _, v in curve(resumed)] == pytest.approx([v for _, v in curve(whole)], abs=1e-6)
 
 
-def test_a_crash_after_the_checkpoint_leaves_no_duplicate_steps(tiny_cfg, tmp_path, monkeypatch):
+def test_a_crash_after_the_checkpoint_leaves_no_duplicate_steps(tiny_cfg, whole, tmp_path, monkeypatch):
     """Crash in step 7 (last.ckpt at 4, steps 5 and 6 already logged): the rerun replaces them, once."""
-    overrides = ("logger=csv",)
-    train(tiny_cfg(*overrides), tmp_path / "whole")
+    overrides = RESUMED
     original = GPTModule.training_step
 
     def crash_at_step_7(self, batch, batch_idx):
@@ -216,7 +229,7 @@ def test_a_crash_after_the_checkpoint_leaves_no_duplicate_steps(tiny_cfg, tmp_pa
     assert [s for s, _ in column(csv_rows(tmp_path / "crashed"), "train/loss")] == [1, 2, 3, 4, 5, 6]
     monkeypatch.setattr(GPTModule, "training_step", original)
     assert train(tiny_cfg(*overrides), tmp_path / "crashed")["resumed_from_step"] == 4
-    assert_same_history(tmp_path / "whole", tmp_path / "crashed")
+    assert_same_history(whole, tmp_path / "crashed")
 
 
 def test_a_dev_score_lost_in_the_final_validation_is_recomputed_on_resume(tiny_cfg, tmp_path, monkeypatch):
@@ -236,6 +249,7 @@ def test_a_dev_score_lost_in_the_final_validation_is_recomputed_on_resume(tiny_c
     monkeypatch.setattr(RunRecord, "on_validation_end", original)
     record = train(tiny_cfg("trainer.max_steps=6"), tmp_path)
     assert record["status"] == "finished" and [p["step"] for p in record["curve"]] == [4, 6]
+    assert record["resumed_from_step"] == 4  # the checkpoint at 6 is only written after step 6's score
     assert [s for s, _ in tb_scalars(tmp_path, "dev/bpb")] == [4, 6]
 
 

@@ -8,7 +8,8 @@ last.ckpt (through the trainer, so through the run's atomic CheckpointIO):
 
 - every ``every_n_steps`` optimizer steps, and at every scoring step *after* its validation (in
   ``on_validation_end``, a save point Lightning's loops resume from without validating again);
-- at the end of training, if the last step was not saved yet;
+- at the end of training, if the last step was not saved yet (after the final validation, which ``train()``
+  runs when the last step was not a scoring step);
 - on SIGINT (Ctrl-C) and SIGTERM (a scheduler's preemption, ``kill``, a sweep worker whose launcher died): the
   handler only sets a flag; the save happens at the next point where the state is whole (the end of the
   current step, after its validation if it has one), and :class:`TrainingInterrupted` stops the run once that
@@ -19,8 +20,8 @@ last.ckpt (through the trainer, so through the run's atomic CheckpointIO):
 The loggers are flushed before each save, and again once the saved step's training metrics are logged
 (Lightning logs them after ``on_train_batch_end``), so the CSV / TensorBoard history up to a checkpoint is on
 disk. What a ``kill -9`` can still lose is the saved step's own training row, and only if it lands in the few
-microseconds between that checkpoint's save and the next step's start (the window is inside one step's
-bookkeeping, no training or validation runs in it); a checkpoint at a scoring step has no such window.
+milliseconds between that checkpoint's save and the next step's start (the window holds the next batch's fetch;
+no training or validation runs in it); a checkpoint at a scoring step has no such window.
 It subclasses Lightning's ``Checkpoint``, so the Trainer runs it after the
 other callbacks (the run record and the sample are written before the state is saved).
 """
@@ -81,7 +82,10 @@ class LastCheckpoint(Checkpoint):
         self._stop_if_asked(trainer)
 
     def on_train_end(self, trainer, pl_module):
-        if self.saved_step != trainer.global_step:
+        # with a dev split, a last step that was not a scoring step is scored by train() right after fit, which
+        # then saves: saving here, before that score, would let a crash during it leave a last.ckpt whose
+        # score is missing from the logs, and the resumed run would log it a second time
+        if self.saved_step != trainer.global_step and not self.has_dev:
             self.save(trainer)
         self._restore_handlers()
 
