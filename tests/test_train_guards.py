@@ -58,12 +58,12 @@ def test_training_steps_the_scheduler_every_optimizer_step(tiny_cfg, tmp_path):
 
 def tiny_model(position: str) -> GPT:
     torch.manual_seed(0)
-    return GPT(GPTConfig(vocab_size=11, context_length=8, d_model=16, n_layers=2, n_heads=2, position=position))
+    return GPT(GPTConfig(vocab_size=11, context_length=8, d_model=16, n_layers=1, n_heads=2, position=position))
 
 
 def test_position_none_has_no_position_information_at_all():
-    """Without positions, causal attention sees its prefix as a set: permuting the tokens before the last one
-    leaves the last position's output unchanged. A learned table or RoPE would change it (checked too, so the
+    """Without positions, one layer of causal attention sees its prefix as a set: permuting the tokens before
+    the last one leaves the last position's output unchanged. A learned table or RoPE would change it (checked too, so the
     test can tell them apart)."""
     a, b = torch.tensor([[1, 2, 3, 4, 5]]), torch.tensor([[3, 1, 4, 2, 5]])
 
