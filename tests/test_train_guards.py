@@ -63,8 +63,8 @@ def tiny_model(position: str) -> GPT:
 
 def test_position_none_has_no_position_information_at_all():
     """Without positions, one layer of causal attention sees its prefix as a set: permuting the tokens before
-    the last one leaves the last position's output unchanged. A learned table or RoPE would change it (checked too, so the
-    test can tell them apart)."""
+    the last one leaves the last position's output unchanged. A learned table or RoPE would change it (checked
+    too, so the test can tell them apart)."""
     a, b = torch.tensor([[1, 2, 3, 4, 5]]), torch.tensor([[3, 1, 4, 2, 5]])
 
     def last_logits(model, idx):
