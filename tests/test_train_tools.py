@@ -47,6 +47,26 @@ def test_test_scoring_only_when_asked_and_recorded_with_its_time(trained_run):
         evaluate(str(run_dir), split="train")
 
 
+def test_test_scoring_scores_the_test_split_not_the_dev_split(trained_run):
+    from omegaconf import OmegaConf
+
+    from tinygpt.data import TextDataModule
+    from tinygpt.metrics import score
+
+    run_dir, record = trained_run
+    ckpt = run_dir / "checkpoints" / "step000008.ckpt"
+    (row,) = evaluate(str(run_dir), ckpt=str(ckpt), split="test")
+    model, tokenizer, _ = load_model(ckpt)
+    datamodule = TextDataModule(OmegaConf.create(record["config"]).data, context_length=model.config.context_length,
+                                seed=record["config"]["seed"], tokenizer=tokenizer)
+    datamodule.setup("validate")
+    expected = score(model, datamodule.test_dataloader())
+    assert row["tokens"] == expected["tokens"] and row["bits_per_byte"] == pytest.approx(expected["bits_per_byte"])
+    dev = next(p for p in record["curve"] if p["step"] == 8)
+    assert row["bytes"] == 2973 - 1 and dev["dev_bytes"] != row["bytes"]  # the test bytes, less the first
+    assert row["bits_per_byte"] != dev["dev_bits_per_byte"]
+
+
 def test_generate_script_samples_from_a_checkpoint(trained_run):
     run_dir, _ = trained_run
     ckpt = run_dir / "checkpoints" / "last.ckpt"

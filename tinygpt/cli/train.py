@@ -5,18 +5,32 @@ outputs/sweeps/<name>/...): TensorBoard logs, checkpoints/last.ckpt, kept checkp
 Rerunning the same command resumes unfinished jobs and skips finished ones.
 """
 
+import sys
+
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 import tinygpt.train  # noqa: F401  (registers the config's resolvers)
 from tinygpt.cli import CONF
-from tinygpt.train.run import train
+from tinygpt.train.checkpoints import CheckpointError
+from tinygpt.train.run import in_multirun, train
+from tinygpt.train.runlock import RunFolderBusy
+from tinygpt.train.schema import ConfigError
+
+# a user's mistake, not a bug: one line, no traceback (a sweep leaves them to its launcher's report)
+USER_ERRORS = (ConfigError, CheckpointError, RunFolderBusy)
 
 
 @hydra.main(config_path=CONF, config_name="train", version_base="1.3")
 def main(cfg: DictConfig) -> float | None:
-    record = train(cfg, HydraConfig.get().runtime.output_dir)
+    try:
+        record = train(cfg, HydraConfig.get().runtime.output_dir)
+    except USER_ERRORS as err:
+        if in_multirun():
+            raise
+        print(f"[tinygpt] error: {err}", file=sys.stderr)
+        sys.exit(2)
     return (record.get("best") or {}).get("dev_bpb")  # a sweeper's objective
 
 

@@ -12,6 +12,7 @@ from tinygpt.data import TextDataModule
 from tinygpt.metrics import score
 from tinygpt.train.checkpoints import load_model
 from tinygpt.train.record import read_record
+from tinygpt.train.runlock import lock_run
 
 EVALUATIONS = "evaluations.jsonl"
 
@@ -42,6 +43,16 @@ def evaluate(run_dir: str | None, ckpt: str | None = None, split: str = "dev", d
         raise FileNotFoundError(f"{run_dir / 'run.json'} not found: evaluate needs the run's record to rebuild "
                                 "its data splits")
     cfg = OmegaConf.create(record["config"])
+    # scoring the test split appends to the run's record: take the run folder's lock (refused while training)
+    lock = lock_run(run_dir) if split == "test" else None
+    try:
+        return _score(run_dir, cfg, checkpoints, split, device)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _score(run_dir: Path, cfg, checkpoints: list[Path], split: str, device: str) -> list[dict]:
     rows, datamodule = [], None
     for path in checkpoints:
         model, tokenizer, checkpoint = load_model(path)

@@ -8,15 +8,21 @@ last.ckpt (through the trainer, so through the run's atomic CheckpointIO):
 
 - every ``every_n_steps`` optimizer steps, and at every scoring step *after* its validation (in
   ``on_validation_end``, a save point Lightning's loops resume from without validating again);
-- at the end of training, if the last step was not saved yet;
+- at the end of training, if the last step was not saved yet (after the final validation, which ``train()``
+  runs when the last step was not a scoring step);
 - on SIGINT (Ctrl-C) and SIGTERM (a scheduler's preemption, ``kill``, a sweep worker whose launcher died): the
-  handler only sets a flag; the save happens at the next point above where the state is whole (the end of the
-  current step, after its validation if it has one), then :class:`TrainingInterrupted` stops the run. Saving
-  from inside the handler could catch a step half done: weights updated, counters not, dropout's RNG moved.
-  A second signal stops at once.
+  handler only sets a flag; the save happens at the next point where the state is whole (the end of the
+  current step, after its validation if it has one), and :class:`TrainingInterrupted` stops the run once that
+  step's metrics are logged (at the start of the next step, which then never runs). Saving from inside the
+  handler could catch a step half done: weights updated, counters not, dropout's RNG moved. A second signal
+  stops at once.
 
-Before each save the loggers are flushed, so a ``kill -9`` after a checkpoint cannot leave a gap in the
-CSV / TensorBoard history before it. It subclasses Lightning's ``Checkpoint``, so the Trainer runs it after the
+The loggers are flushed before each save, and again once the saved step's training metrics are logged
+(Lightning logs them after ``on_train_batch_end``), so the CSV / TensorBoard history up to a checkpoint is on
+disk. What a ``kill -9`` can still lose is the saved step's own training row, and only if it lands in the few
+milliseconds between that checkpoint's save and the next step's start (the window holds the next batch's fetch;
+no training or validation runs in it); a checkpoint at a scoring step has no such window.
+It subclasses Lightning's ``Checkpoint``, so the Trainer runs it after the
 other callbacks (the run record and the sample are written before the state is saved).
 """
 
@@ -61,16 +67,25 @@ class LastCheckpoint(Checkpoint):
             return  # saved after this step's validation
         if step % self.every_n_steps == 0 or self.stop_signal is not None:
             self.save(trainer)
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        # Lightning hands this step's training metrics to the loggers after on_train_batch_end, i.e. after the
+        # save above: flush them now, and stop here (not in on_train_batch_end) so they are not lost
+        if self.saved_step == trainer.global_step:
+            flush(trainer.loggers)
         self._stop_if_asked(trainer)
 
     def on_validation_end(self, trainer, pl_module):
         if trainer.sanity_checking or trainer.state.fn != "fit":
             return
-        self.save(trainer)
+        self.save(trainer)  # this step's training metrics were logged before its validation
         self._stop_if_asked(trainer)
 
     def on_train_end(self, trainer, pl_module):
-        if self.saved_step != trainer.global_step:
+        # with a dev split, a last step that was not a scoring step is scored by train() right after fit, which
+        # then saves: saving here, before that score, would let a crash during it leave a last.ckpt whose
+        # score is missing from the logs, and the resumed run would log it a second time
+        if self.saved_step != trainer.global_step and not self.has_dev:
             self.save(trainer)
         self._restore_handlers()
 
@@ -98,6 +113,9 @@ class LastCheckpoint(Checkpoint):
 
     def _stop_if_asked(self, trainer) -> None:
         if self.stop_signal is not None:
+            if self.saved_step != trainer.global_step:  # a signal during the validation of an unsaved step
+                self.save(trainer)
+            flush(trainer.loggers)
             raise TrainingInterrupted(self.stop_signal, trainer.global_step, self.path)
 
     def _restore_handlers(self) -> None:

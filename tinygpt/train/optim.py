@@ -9,6 +9,7 @@ import torch
 from omegaconf import OmegaConf
 
 from tinygpt.train.schedules import SCHEDULES, make_lr_lambda
+from tinygpt.train.schema import ConfigError
 
 
 @dataclass
@@ -24,21 +25,21 @@ class OptimConfig:
 
     def __post_init__(self) -> None:
         if self.schedule not in SCHEDULES:
-            raise ValueError(f"optim.schedule={self.schedule!r} is not allowed; choose one of {', '.join(SCHEDULES)}")
+            raise ConfigError(f"optim.schedule={self.schedule!r} is not allowed; choose one of {', '.join(SCHEDULES)}")
         if not self.lr > 0:
-            raise ValueError(f"optim.lr={self.lr} is not allowed: must be a positive number")
+            raise ConfigError(f"optim.lr={self.lr} is not allowed: must be a positive number")
         if len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
-            raise ValueError(f"optim.betas={list(self.betas)} is not allowed: must be two numbers in [0, 1)")
+            raise ConfigError(f"optim.betas={list(self.betas)} is not allowed: must be two numbers in [0, 1)")
         if not 0 <= self.min_lr_ratio <= 1:
-            raise ValueError(f"optim.min_lr_ratio={self.min_lr_ratio} is not allowed: must be in [0, 1]")
+            raise ConfigError(f"optim.min_lr_ratio={self.min_lr_ratio} is not allowed: must be in [0, 1]")
         if not self.weight_decay >= 0:
-            raise ValueError(f"optim.weight_decay={self.weight_decay} is not allowed: must be a non-negative number")
+            raise ConfigError(f"optim.weight_decay={self.weight_decay} is not allowed: must be a non-negative number")
         if not self.warmup_steps >= 0:
-            raise ValueError(f"optim.warmup_steps={self.warmup_steps} is not allowed: must be a non-negative integer")
+            raise ConfigError(f"optim.warmup_steps={self.warmup_steps} is not allowed: must be a non-negative integer")
         if not 0 <= self.decay_fraction <= 1:
-            raise ValueError(f"optim.decay_fraction={self.decay_fraction} is not allowed: must be in [0, 1]")
+            raise ConfigError(f"optim.decay_fraction={self.decay_fraction} is not allowed: must be in [0, 1]")
         if not self.grad_clip >= 0:  # a negative clip norm flips every gradient: training by gradient ascent
-            raise ValueError(f"optim.grad_clip={self.grad_clip} is not allowed: must be a non-negative number "
+            raise ConfigError(f"optim.grad_clip={self.grad_clip} is not allowed: must be a non-negative number "
                              "(0: no clipping)")
 
     @classmethod

@@ -21,9 +21,13 @@ from omegaconf import DictConfig, OmegaConf
 SEED_LIMIT = 2**32  # numpy's and Lightning's seeds are unsigned 32-bit
 
 
+class ConfigError(ValueError):
+    """A setting with a value that is not allowed; raised before anything is written."""
+
+
 def require(ok: bool, field: str, value: Any, allowed: str) -> None:
     if not ok:
-        raise ValueError(f"{field}={value!r} is not allowed: must be {allowed}")
+        raise ConfigError(f"{field}={value!r} is not allowed: must be {allowed}")
 
 
 def _is_int(value: Any) -> bool:
@@ -91,7 +95,7 @@ def _typed(cls, node: Any, prefix: str):
     except OmegaConfBaseException as err:
         key = getattr(err, "full_key", None) or ""
         detail = str(err).strip().splitlines()[0]
-        raise ValueError(f"{prefix}.{key}: {detail}" if key else f"{prefix}: {detail}") from None
+        raise ConfigError(f"{prefix}.{key}: {detail}" if key else f"{prefix}: {detail}") from None
 
 
 def validate_run_config(cfg: DictConfig) -> None:
