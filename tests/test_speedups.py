@@ -39,6 +39,23 @@ def test_chunked_loss_and_gradients_equal_the_plain_path_in_fp32(chunk):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.parametrize("chunk", [7, None])
+def test_chunked_loss_with_a_head_bias_gives_the_plain_loss_and_all_three_gradients(chunk):
+    """The LSTM's head has a bias (tinygpt/model/lstm.py); its gradient is the column sum of softmax − onehot."""
+    torch.manual_seed(0)
+    hidden = torch.randn(2, 13, 16, requires_grad=True)
+    weight = (0.5 * torch.randn(37, 16)).requires_grad_()
+    bias = torch.randn(37, requires_grad=True)
+    targets = torch.randint(0, 37, (2, 13))
+    ref = F.cross_entropy(F.linear(hidden, weight, bias).flatten(0, -2), targets.flatten())
+    ref_grads = torch.autograd.grad(ref, (hidden, weight, bias))
+    out = linear_cross_entropy(hidden, weight, targets, chunk, bias=bias)
+    grads = torch.autograd.grad(out, (hidden, weight, bias))
+    torch.testing.assert_close(out, ref, rtol=1e-6, atol=1e-6)
+    for got, want in zip(grads, ref_grads, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-7)
+
+
 def test_chunked_loss_under_bf16_autocast_matches_the_plain_autocast_path():
     """Tolerance: the plain path rounds the head's weight gradient to bf16 once, the chunked one per chunk
     in fp32; 1% of the largest gradient entry covers bf16's 8 bits."""
@@ -185,7 +202,8 @@ def test_a_run_with_the_fused_loss_logs_the_plain_losses(tiny_cfg, tmp_path, mon
 
     fused_calls = []
     original = module_file.linear_cross_entropy
-    monkeypatch.setattr(module_file, "linear_cross_entropy", lambda *a: fused_calls.append(a[-1]) or original(*a))
+    monkeypatch.setattr(module_file, "linear_cross_entropy",
+                        lambda *a, **kw: fused_calls.append(a[-1]) or original(*a, **kw))
     runs = {}
     for loss in ("full", "chunked"):
         record = train(tiny_cfg(f"speed.loss={loss}", "speed.loss_chunk=50", "model.dropout=0.1"), tmp_path / loss)

@@ -34,46 +34,55 @@ def auto_chunk(vocab_size: int) -> int:
 
 class _LinearCrossEntropy(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, chunk: int):
+    def forward(ctx, hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, targets: torch.Tensor,
+                chunk: int):
         n = hidden.shape[0]
         need_h, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
         grad_h = torch.empty_like(hidden) if need_h else None
         grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if need_w else None
+        need_b = bias is not None and ctx.needs_input_grad[2]
+        grad_b = torch.zeros(bias.shape, dtype=torch.float32, device=bias.device) if need_b else None
         total = torch.zeros((), dtype=torch.float32, device=hidden.device)
         with torch.autocast(hidden.device.type, enabled=False):  # dtypes are chosen by the caller
             for start in range(0, n, chunk):
                 h = hidden[start:start + chunk]
                 t = targets[start:start + chunk]
-                logits = (h @ weight.T).float()
+                logits = (h @ weight.T if bias is None else torch.addmm(bias, h, weight.T)).float()
                 lse = torch.logsumexp(logits, dim=-1)
                 total += (lse - logits.gather(1, t[:, None]).squeeze(1)).sum()
-                if need_h or need_w:
+                if need_h or need_w or need_b:
                     probs = logits.sub_(lse[:, None]).exp_()  # softmax, in place of the logits
                     probs[torch.arange(len(t), device=t.device), t] -= 1.0
-                    g = probs.div_(n).to(hidden.dtype)
+                    probs.div_(n)
+                    if need_b:
+                        grad_b.add_(probs.sum(0))
+                    g = probs.to(hidden.dtype)
                     if need_h:
                         torch.mm(g, weight, out=grad_h[start:start + chunk])
                     if need_w:
                         grad_w.add_(g.T @ h)
-        ctx.save_for_backward(grad_h, grad_w)
+        ctx.save_for_backward(grad_h, grad_w, grad_b)
         ctx.weight_dtype = weight.dtype
+        ctx.bias_dtype = None if bias is None else bias.dtype
         return total / n
 
     @staticmethod
     def backward(ctx, grad_out: torch.Tensor):
-        grad_h, grad_w = ctx.saved_tensors
+        grad_h, grad_w, grad_b = ctx.saved_tensors
         dh = grad_h * grad_out.to(grad_h.dtype) if grad_h is not None else None
         dw = (grad_w * grad_out).to(ctx.weight_dtype) if grad_w is not None else None
-        return dh, dw, None, None
+        db = (grad_b * grad_out).to(ctx.bias_dtype) if grad_b is not None else None
+        return dh, dw, db, None, None
 
 
 def linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
-                         chunk: int | None = None) -> torch.Tensor:
-    """Mean cross-entropy (nats) of `F.linear(hidden, weight)` against `targets`, chunked over tokens.
+                         chunk: int | None = None, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """Mean cross-entropy (nats) of `F.linear(hidden, weight, bias)` against `targets`, chunked over tokens.
 
-    hidden: (..., d); weight: (V, d), the head (or the tied embedding table); targets: (...) ids in [0, V).
-    Equals `F.cross_entropy(F.linear(hidden, weight).flatten(0, -2).float(), targets.flatten())`, with the
-    same gradients, in fp32 and under autocast. chunk: tokens per chunk (None: `auto_chunk(V)`).
+    hidden: (..., d); weight: (V, d), the head (or the tied embedding table); targets: (...) ids in [0, V);
+    bias: (V,) or None (the GPT's head has none; the LSTM's has one).
+    Equals `F.cross_entropy(F.linear(hidden, weight, bias).flatten(0, -2).float(), targets.flatten())`, with
+    the same gradients, in fp32 and under autocast. chunk: tokens per chunk (None: `auto_chunk(V)`).
     """
     if chunk is not None and chunk <= 0:
         raise ValueError(f"chunk={chunk} is not allowed: must be a positive number of tokens (or None for auto)")
@@ -85,6 +94,7 @@ def linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, targets: to
     if torch.is_autocast_enabled(device):  # what F.linear would do under autocast: both operands cast
         dtype = torch.get_autocast_dtype(device)
         hidden, weight = hidden.to(dtype), weight.to(dtype)
+        bias = None if bias is None else bias.to(dtype)
     elif hidden.dtype != weight.dtype:
         hidden = hidden.to(weight.dtype)
-    return _LinearCrossEntropy.apply(hidden, weight, targets, chunk or auto_chunk(weight.shape[0]))
+    return _LinearCrossEntropy.apply(hidden, weight, bias, targets, chunk or auto_chunk(weight.shape[0]))

@@ -70,6 +70,9 @@ class GPT(nn.Module):
         """The unembedding matrix (V, d): the head's weight, or the embedding table when tied."""
         return self.lm_head.weight if self.lm_head is not None else self.token_embedding.weight
 
+    # no GPT head has a bias (tied or not); the LSTM's has one. Every family offers both (module.py reads them)
+    head_bias = None
+
     def features(self, idx: torch.Tensor, cache: KVCache | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """The final-norm hidden states (B, T, d) and the MoE loss: everything but the head, so that a loss
         can be fused with the head (tinygpt/model/fused_loss.py) without materialising the logits."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .gpt import GPTOutput
@@ -84,13 +85,26 @@ class CharLSTM(nn.Module):
 
     def forward(self, idx: torch.Tensor, cache: LSTMState | None = None) -> GPTOutput:
         """idx: (B, T) token ids. With a cache, the tokens continue its state, and the state is advanced."""
-        x = self.embedding(idx)
-        out, hc = self.lstm(x, None if cache is None else cache.hc)
+        hidden, aux = self.features(idx, cache)
+        return GPTOutput(F.linear(hidden, self.head_weight, self.head_bias), aux)
+
+    def features(self, idx: torch.Tensor, cache: LSTMState | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The hidden states the head reads (B, T, d_model), after dropout, and a zero auxiliary loss: the
+        interface the GPT offers, so the training loss can be fused with the head (tinygpt/model/fused_loss.py)."""
+        out, hc = self.lstm(self.embedding(idx), None if cache is None else cache.hc)
         if cache is not None:
             cache.hc = hc
             cache.position += idx.shape[1]
-        logits = self.head(self.drop(out))
-        return GPTOutput(logits, logits.new_zeros(()))
+        hidden = self.drop(out)
+        return hidden, hidden.new_zeros(())
+
+    @property
+    def head_weight(self) -> torch.Tensor:
+        return self.head.weight
+
+    @property
+    def head_bias(self) -> torch.Tensor:
+        return self.head.bias
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

@@ -39,9 +39,9 @@ class GPTModule(L.LightningModule):
         self.speed_config = SpeedConfig(**(speed or {}))
         apply_to_model(self.model, self.speed_config)
         # torch.compile of a bound method, not of the module: the state_dict keeps its names
-        self._features = getattr(self.model, "features", None)
+        self._features = self.model.features
         if self.speed_config.compile:
-            self._features = torch.compile(self.model.features if self._features else self.model)
+            self._features = torch.compile(self.model.features)
         self.dev_score = BitsPerByte()
         self.best_dev_bpb = math.inf
         self.best_dev_step = -1
@@ -53,10 +53,11 @@ class GPTModule(L.LightningModule):
         """The training loss (mean nats per token) and the weighted MoE loss, as the speed switches compute
         them; scripts/bench_train.py's plain loop calls this too, so both loops time the same work."""
         hidden, aux_loss = self._features(inputs)
+        weight, bias = self.model.head_weight, self.model.head_bias
         if self.speed_config.loss == "chunked":
-            loss = linear_cross_entropy(hidden, self.model.head_weight, targets, self.speed_config.loss_chunk)
+            loss = linear_cross_entropy(hidden, weight, targets, self.speed_config.loss_chunk, bias=bias)
         else:
-            logits = F.linear(hidden, self.model.head_weight)
+            logits = F.linear(hidden, weight, bias)
             loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
         return loss, aux_loss
 
@@ -93,7 +94,7 @@ class GPTModule(L.LightningModule):
         # Lightning runs this under inference mode, and under autocast when training uses it.
         hidden, _ = self.model.features(batch["input"])
         scored = batch["scored"]
-        logits = F.linear(hidden[scored], self.model.head_weight)
+        logits = F.linear(hidden[scored], self.model.head_weight, self.model.head_bias)
         self.dev_score.update(logits, batch["target"][scored], torch.ones_like(scored[scored]),
                               batch["target_bytes"][scored], batch["target_chars"][scored])
 

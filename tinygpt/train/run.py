@@ -91,7 +91,7 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict:
     silence_third_party_tips()
     run_dir = Path(run_dir)
     if rank_zero_only.rank != 0:  # the other ranks of a DDP run: the same run, rank 0 holds its lock
-        return _train(cfg, run_dir)
+        return _train(cfg, run_dir, progress)
     try:
         lock = lock_run(run_dir)
     except RunFolderBusy as busy:
@@ -101,10 +101,10 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict:
         print(f"[tinygpt] skipping this job: {busy}", flush=True)
         return read_record(run_dir) or {"status": "running elsewhere", "run_dir": str(run_dir)}
     with lock:
-        return _train(cfg, run_dir)
+        return _train(cfg, run_dir, progress)
 
 
-def _train(cfg: DictConfig, run_dir: Path) -> dict:
+def _train(cfg: DictConfig, run_dir: Path, progress: list) -> dict:
     previous = read_record(run_dir)
     if cfg.resume == "auto" and not cfg.ckpt_path and previous and previous.get("status") == "finished":
         print(f"[tinygpt] {run_dir} already finished (best dev bpb {previous.get('best', {}).get('dev_bpb')}); "

@@ -111,6 +111,13 @@ def validate_run_config(cfg: DictConfig) -> None:
     if "sweep" in cfg:
         _typed(SweepConfig, cfg.sweep, "sweep")
     _typed(OptimConfig, cfg.optim, "optim")
+    if "speed" in cfg:
+        from tinygpt.train.speedups import SpeedConfig
+
+        try:
+            SpeedConfig.from_node(cfg.speed)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
 
 
 def register_run_schemas() -> None:
