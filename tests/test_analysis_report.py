@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from conftest import PYTHON, REPO, compose_train
 
-from tinygpt.analysis.costs import window_bits
 from tinygpt.analysis.run import analyze
 from tinygpt.baselines.run import run_baselines
 from tinygpt.data import TextDataModule
+from tinygpt.metrics.costs import window_bits
 from tinygpt.train.checkpoints import load_model
 from tinygpt.train.evaluate import EVALUATIONS, evaluate
 from tinygpt.train.run import train

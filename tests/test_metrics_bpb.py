@@ -12,7 +12,8 @@ from torch.utils.data import DataLoader
 from tinygpt.data import BytesTokenizer, CharTokenizer
 from tinygpt.data.encoded import encode_segments
 from tinygpt.data.tokenizers import train_bpe
-from tinygpt.metrics import BitsPerByte, SlidingWindowDataset, score, sliding_windows, unigram_entropy_bits
+from tinygpt.data.windows import SlidingWindowDataset, sliding_windows
+from tinygpt.metrics import BitsPerByte, score, unigram_entropy_bits
 
 T = 16
 KERNEL = T // 2 + 1  # the model sees the last KERNEL tokens: every scored target of a window has them

@@ -11,10 +11,10 @@ import torch
 import torch.nn.functional as F
 from conftest import compose_train
 
-from tinygpt.analysis.costs import carried_state_bits, window_bits
 from tinygpt.baselines.run import run_baselines
 from tinygpt.baselines.texts import load_split_text
 from tinygpt.data.encoded import encode_segments
+from tinygpt.metrics.costs import carried_state_bits, window_bits
 from tinygpt.model import CharLSTM, build_model, config_from
 from tinygpt.model.lstm import LSTMConfig
 from tinygpt.train.checkpoints import load_model

@@ -220,7 +220,8 @@ def test_validation_scores_exactly_what_the_full_logits_score(autocast):
     """validation_step runs the head on the scored rows only; the dev score must be the full-logits one."""
     from torch.utils.data import DataLoader
 
-    from tinygpt.metrics import BitsPerByte, SlidingWindowDataset
+    from tinygpt.data.windows import SlidingWindowDataset
+    from tinygpt.metrics import BitsPerByte
 
     torch.manual_seed(0)
     module = GPTModule({**TINY, "tie_embeddings": False}, {}, 10).eval()

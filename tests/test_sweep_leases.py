@@ -18,9 +18,9 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra.types import RunMode
 from omegaconf import OmegaConf
 
-from tinygpt.sweep import placement
-from tinygpt.sweep.devices import cpu_cores, device_pool, is_device_list, parallel_jobs, requested_devices
-from tinygpt.sweep.leases import acquire, try_acquire
+from tinygpt.launch import placement
+from tinygpt.launch.devices import cpu_cores, device_pool, is_device_list, parallel_jobs, requested_devices
+from tinygpt.launch.leases import acquire, try_acquire
 
 
 def test_leases_are_exclusive_and_go_to_the_lowest_free_device(tmp_path):
@@ -38,7 +38,7 @@ def test_leases_are_exclusive_and_go_to_the_lowest_free_device(tmp_path):
 def test_a_killed_holders_device_is_leased_again(tmp_path):
     """The OS drops a dead process's lock: a job killed with SIGKILL (no cleanup at all) frees its device."""
     holder = subprocess.Popen(
-        [PYTHON, "-c", "import sys, time; from tinygpt.sweep.leases import try_acquire; "
+        [PYTHON, "-c", "import sys, time; from tinygpt.launch.leases import try_acquire; "
                        f"lease = try_acquire({str(tmp_path)!r}, ['dev-0']); print(lease.index, flush=True); "
                        "time.sleep(60)"],
         cwd=REPO, stdout=subprocess.PIPE, text=True)
@@ -83,7 +83,7 @@ def compose_with_hydra(*overrides):
 def test_gpus_are_leased_by_their_physical_ids(monkeypatch):
     """With 3 visible GPUs the pool is the GPUs (K jobs at a time), named after CUDA_VISIBLE_DEVICES so that two
     sweeps given different GPUs never wait for each other; trainer.accelerator=cpu still gets CPU slots."""
-    monkeypatch.setattr("tinygpt.sweep.devices.cuda_device_count", lambda: 3)
+    monkeypatch.setattr("tinygpt.launch.devices.cuda_device_count", lambda: 3)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,5,7")
     pool = device_pool("auto", cpu_jobs=1)
     assert (pool.kind, pool.names) == ("cuda", ("cuda-2", "cuda-5", "cuda-7"))

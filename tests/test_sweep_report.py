@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tinygpt.sweep.jobs import load_sweep
-from tinygpt.sweep.report import write_report
-from tinygpt.sweep.tables import auto_style
+from tinygpt.report.jobs import load_sweep
+from tinygpt.report.report import write_report
+from tinygpt.report.tables import auto_style
 
 COMMAND = ["experiment=since_gpt2", "model.position=learned,rope", "seed=1,2,3", "trainer.devices=1"]
 EXCLUDED = ["resume", "trainer.devices", "sweep.cpu_jobs"]

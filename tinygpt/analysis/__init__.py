@@ -1,5 +1,2 @@
-"""Analysis of trained or training models: measurements that explain a score rather than produce one."""
-
-from tinygpt.analysis.collapse import attention_grad_norms, prediction_tvd
-
-__all__ = ["attention_grad_norms", "prediction_tvd"]
+"""Analysis of trained models: measurements that explain a score rather than produce one (per-document costs,
+repeats, unseen characters, memorization), read from a run's checkpoints and written beside its record."""

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinygpt.analysis.costs import window_bits
 from tinygpt.baselines.run import summarize
 from tinygpt.baselines.texts import SplitText
 from tinygpt.data.encoded import encode_segments
+from tinygpt.metrics.costs import window_bits
 
 BASELINE_ORDER = ("lstm", "kneser-ney", "bz2", "lzma", "zlib", "unigram")
 

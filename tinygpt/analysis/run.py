@@ -20,11 +20,12 @@ from tinygpt.analysis.memorization import longest_match
 from tinygpt.analysis.repeats import copied_mask, repeats_table
 from tinygpt.baselines.run import char_arrays, record_path
 from tinygpt.baselines.texts import load_split_text, plan_for
+from tinygpt.common.files import write_json_atomic
 from tinygpt.data.errors import DataError
 from tinygpt.model import generate
 from tinygpt.train.checkpoints import load_model
 from tinygpt.train.evaluate import EVALUATIONS, run_checkpoints
-from tinygpt.train.record import read_record, write_json_atomic
+from tinygpt.train.record import read_record
 
 
 def analyze(run_dir: str | Path, split: str = "dev", baselines: str | Path | None = None, samples: int = 10,

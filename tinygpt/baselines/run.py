@@ -17,16 +17,17 @@ from typing import Any
 import numpy as np
 from omegaconf import OmegaConf
 
-from tinygpt.analysis.costs import carried_state_bits
 from tinygpt.baselines.compressors import COMPRESSORS, score_compressor
 from tinygpt.baselines.kneser_ney import KneserNey
 from tinygpt.baselines.texts import SplitText, load_split_text, plan_for
 from tinygpt.baselines.unigram import Unigram
+from tinygpt.common.files import write_json_atomic
 from tinygpt.data.encoded import encode_segments
 from tinygpt.data.errors import DataError
+from tinygpt.metrics.costs import carried_state_bits
 from tinygpt.train.checkpoints import load_model
 from tinygpt.train.evaluate import EVALUATIONS, run_checkpoints
-from tinygpt.train.record import read_record, write_json_atomic
+from tinygpt.train.record import read_record
 
 LSTM_CONTEXT = "state carried through the whole scored text, fed 128 tokens at a time (as 003's LSTM)"
 

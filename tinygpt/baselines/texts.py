@@ -4,7 +4,7 @@ The splits come from tinygpt.data's own plan (the same corpus, seed and split se
 a baseline and a GPT trained with the same `data` config see the same training text and the same dev or
 held-out text. The held-out text is read only when split="test" is asked for, by the explicit command.
 
-Scored positions: the GPT's scoring windows (tinygpt/metrics/windows.py) score every token of a split but the
+Scored positions: the GPT's scoring windows (tinygpt/data/windows.py) score every token of a split but the
 first, across document boundaries, so a character model scores characters 1..n-1 of the concatenated split
 and divides by their UTF-8 bytes. Character baselines here do the same; `scored_bytes` is that divisor.
 """

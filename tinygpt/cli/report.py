@@ -13,8 +13,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from tinygpt.sweep.report import DEFAULT_METRIC, STYLES, write_report
-from tinygpt.sweep.tables import METRICS
+from tinygpt.report.report import DEFAULT_METRIC, STYLES, write_report
+from tinygpt.report.tables import METRICS
 
 
 def main(argv: list[str] | None = None) -> int:

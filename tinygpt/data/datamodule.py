@@ -27,7 +27,7 @@ from tinygpt.data.errors import DataError
 from tinygpt.data.root import DataRoot, resolve_data_root
 from tinygpt.data.splits import SplitPlan, cut_by_tokens, plan_splits
 from tinygpt.data.tokenizers import Tokenizer, build_tokenizer
-from tinygpt.metrics.windows import SlidingWindowDataset
+from tinygpt.data.windows import SlidingWindowDataset
 
 
 @dataclass(frozen=True)

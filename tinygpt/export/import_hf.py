@@ -10,16 +10,15 @@ same weights, bit for bit.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import torch
 
+from tinygpt.common.files import atomic_write, write_json_atomic
 from tinygpt.export.export import check_same_logits
 from tinygpt.export.families import FAMILIES, ExportError, from_hf_state, tinygpt_config
 from tinygpt.export.tokenizer import read_tokenizer
 from tinygpt.model import GPT
-from tinygpt.train.record import write_json_atomic
 
 IMPORTED = "imported.ckpt"
 
@@ -64,13 +63,8 @@ def import_folder(hf_dir: str | Path, out: str | Path, run_config: dict, overwri
         "global_step": 0,  # trained elsewhere: no tinygpt step
         "imported_from": {"folder": str(hf_dir.resolve()), "architecture": family.hf_class},
     }
-    ckpt.parent.mkdir(parents=True, exist_ok=True)
-    tmp = ckpt.with_name(f".{ckpt.name}.tmp")
-    with open(tmp, "wb") as file:
+    with atomic_write(ckpt, "wb") as file:
         torch.save(checkpoint, file)
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(tmp, ckpt)
     write_json_atomic(out / "run.json", {
         "config": {**run_config, "model": dict(vars(config))}, "parameters": model.num_parameters(),
         "run_dir": str(out), "status": "imported", "curve": [],

@@ -10,13 +10,11 @@ log compute()["bits_per_byte"] (compute returns a dict, so pass the number to se
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torchmetrics import Metric
 
-LN2 = math.log(2.0)
+from tinygpt.metrics.units import LN2
 
 
 class BitsPerByte(Metric):

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable
 
 import torch
 
+from tinygpt.common.modes import eval_mode
 from tinygpt.metrics.bits_per_byte import BitsPerByte
 
 
@@ -29,10 +30,7 @@ def score(
     """
     device = torch.device(device)
     metric = BitsPerByte(n_documents=n_documents).to(device)
-    was_training = isinstance(model_fn, torch.nn.Module) and model_fn.training
-    if isinstance(model_fn, torch.nn.Module):
-        model_fn.eval()
-    try:
+    with eval_mode(model_fn):
         for batch in dataloader:
             batch = {key: value.to(device) for key, value in batch.items()}
             logits = logits_of(model_fn(batch["input"]))
@@ -44,7 +42,4 @@ def score(
                 batch["target_chars"],
                 batch.get("target_doc"),
             )
-    finally:
-        if was_training:
-            model_fn.train()
     return {key: value.tolist() if value.dim() else float(value) for key, value in metric.compute().items()}

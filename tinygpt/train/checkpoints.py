@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
+
+from tinygpt.common.files import atomic_write
 
 LAST = "last.ckpt"
 
@@ -24,17 +25,8 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     def save_checkpoint(self, checkpoint: dict, path, storage_options=None) -> None:
         if "://" in str(path):
             return super().save_checkpoint(checkpoint, path, storage_options)
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        try:
-            with open(tmp, "wb") as file:
-                torch.save(checkpoint, file)
-                file.flush()
-                os.fsync(file.fileno())
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
+        with atomic_write(path, "wb") as file:  # temp file + fsync + rename (tinygpt/common/files.py)
+            torch.save(checkpoint, file)
 
 
 def read_checkpoint(path: str | Path) -> dict:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import lightning as L
 import torch
 
-from tinygpt.analysis import attention_grad_norms, prediction_tvd
 from tinygpt.metrics import unigram_entropy_bits
+from tinygpt.train.collapse import attention_grad_norms, prediction_tvd
 from tinygpt.train.record import RunRecord, read_record
 
 

@@ -17,13 +17,14 @@ index: then "at or before the checkpoint" is "step <= S" for every row.
 from __future__ import annotations
 
 import csv
-import os
 from pathlib import Path
 
 import lightning as L
 from hydra.utils import get_class
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
+
+from tinygpt.common.files import atomic_write
 
 
 class OptimizerStepAxis(L.Callback):
@@ -54,12 +55,10 @@ class ResumableCSVLogger(CSVLogger):
             rows = [row for row in reader if row.get("step") not in (None, "")
                     and int(float(row["step"])) <= self.resume_step]
         experiment = self.experiment  # Lightning's writer deletes an existing metrics.csv when it is created
-        tmp = path.with_name(f".{path.name}.tmp")
-        with open(tmp, "w", newline="") as file:
+        with atomic_write(path, newline="") as file:
             writer = csv.DictWriter(file, fieldnames=columns)
             writer.writeheader()
             writer.writerows(rows)
-        os.replace(tmp, path)
         experiment.metrics_keys = columns  # the writer extends this header instead of starting a new one
 
 

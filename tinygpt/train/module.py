@@ -8,13 +8,11 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 
-from tinygpt.metrics import BitsPerByte
+from tinygpt.metrics import LN2, BitsPerByte
 from tinygpt.model import build_model
 from tinygpt.model.fused_loss import linear_cross_entropy
 from tinygpt.train.optim import OptimConfig, build_optimizer
 from tinygpt.train.speedups import SpeedConfig, apply_to_model, optimizer_flags
-
-LN2 = math.log(2)
 
 
 class NonFiniteLossError(FloatingPointError):

@@ -5,20 +5,15 @@ status). Written atomically at start, at every validation and at the end."""
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
 import lightning as L
 from lightning.pytorch.utilities import rank_zero_only
 
+from tinygpt.common.files import write_json_atomic
+
 RECORD_NAME = "run.json"
-
-
-def write_json_atomic(path: Path, payload: dict) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(payload, indent=2, default=float))
-    os.replace(tmp, path)
 
 
 def read_record(run_dir: Path) -> dict | None:

@@ -15,8 +15,8 @@ from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 from tinygpt.data import TextDataModule
+from tinygpt.launch.placement import apply_placement
 from tinygpt.model import GPTConfig, config_from, families
-from tinygpt.sweep.placement import apply_placement
 from tinygpt.train.checkpoints import AtomicCheckpointIO, check_resumable, read_checkpoint, resume_path
 from tinygpt.train.console import progress_callback, silence_third_party_tips
 from tinygpt.train.diagnostics import CollapseDiagnostics
@@ -84,7 +84,7 @@ def in_multirun() -> bool:
 
 def train(cfg: DictConfig, run_dir: str | Path) -> dict:
     validate_run_config(cfg)  # every setting outside model and data, before anything is written
-    cfg = apply_placement(cfg)  # sweep jobs: the GPU leased to this job; no multi-device jobs (tinygpt/sweep)
+    cfg = apply_placement(cfg)  # sweep jobs: the GPU leased to this job; no multi-device jobs (tinygpt/launch)
     # progress: a bar on a terminal, one line every N steps in a log (tinygpt/train/console.py); checked first
     progress = ([progress_callback(cfg.progress.style, cfg.progress.every_n_steps)]
                 if cfg.trainer.enable_progress_bar else [])

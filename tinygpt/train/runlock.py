@@ -3,7 +3,7 @@
 Two processes writing one folder (two terminals, a sweep rerun while an orphaned worker still trains, an
 ``evaluate.py split=test`` appending to a record that a training run is rewriting) interleave checkpoints, CSV
 rows and TensorBoard events and corrupt the run's history. The lock is the same ``fcntl.flock`` primitive as
-the device leases (``tinygpt.sweep.leases.try_lock``): the operating system drops it when the holder's file
+the device leases (``tinygpt.launch.leases.try_lock``): the operating system drops it when the holder's file
 descriptor closes, which also happens when the holder dies in any way (``kill -9`` included). So there is no
 stale state to clean up: a lock file left by a dead process is simply taken by the next run; the PID written
 into it is only there to name the holder in the refusal message.
@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tinygpt.sweep.leases import try_lock
+from tinygpt.launch.leases import try_lock
 
 LOCK_NAME = "run.lock"
 

@@ -13,7 +13,7 @@ import os
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from tinygpt.sweep.devices import CUDA_ACCELERATORS, cuda_device_count, requested_devices
+from tinygpt.launch.devices import CUDA_ACCELERATORS, cuda_device_count, requested_devices
 
 
 def refuse_multi_device_jobs_in_sweep(mode: RunMode, trainer: DictConfig) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from tinygpt.sweep.jobs import FINISHED, Job
-from tinygpt.sweep.tables import Metric, curve, variant_labels, variants
+from tinygpt.report.jobs import FINISHED, Job
+from tinygpt.report.tables import Metric, curve, variant_labels, variants
 
 
 def plot_curves(jobs: Sequence[Job], metric: Metric, path: Path, title: str,

@@ -7,18 +7,16 @@ scored tokens is the metric's total (tests/test_analysis_costs.py checks it).
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
+from tinygpt.common.modes import eval_mode
 from tinygpt.data.encoded import EncodedText
+from tinygpt.data.windows import SlidingWindowDataset
 from tinygpt.metrics.scoring import logits_of
-from tinygpt.metrics.windows import SlidingWindowDataset
-
-LN2 = math.log(2.0)
+from tinygpt.metrics.units import LN2
 
 
 @torch.no_grad()
@@ -27,9 +25,7 @@ def window_bits(model, encoded: EncodedText, context_length: int, device: str = 
     """Bits of every token of `encoded` under the GPT's scoring windows; token 0 is not scored (0)."""
     dataset = SlidingWindowDataset(encoded.ids, encoded.token_bytes, encoded.token_chars, context_length)
     bits = np.zeros(len(encoded), dtype=np.float64)
-    was_training = model.training
-    model.eval()
-    try:
+    with eval_mode(model):
         for first in range(0, len(dataset), batch_size):
             index = list(range(first, min(first + batch_size, len(dataset))))
             batch = next(iter(DataLoader([dataset[i] for i in index], batch_size=len(index))))
@@ -39,8 +35,6 @@ def window_bits(model, encoded: EncodedText, context_length: int, device: str = 
             for row, w in enumerate(index):
                 start, offset = int(dataset.starts[w]), int(dataset.score_from[w])
                 bits[start + 1 + offset:start + 1 + context_length] = nats[row, offset:] / LN2
-    finally:
-        model.train(was_training)
     return bits
 
 
@@ -54,13 +48,9 @@ def carried_state_bits(model, ids: torch.Tensor, chunk: int = 128, device: str =
     cache = model.new_cache(1)
     ids = ids.long().to(device)
     bits = np.zeros(len(ids), dtype=np.float64)
-    was_training = model.training
-    model.eval()
-    try:
+    with eval_mode(model):
         for s in range(0, len(ids) - 1, chunk):
             x, y = ids[s:s + chunk], ids[s + 1:s + chunk + 1]
             logits = logits_of(model(x[None, :len(y)], cache))[0].float()
             bits[s + 1:s + 1 + len(y)] = (F.cross_entropy(logits, y, reduction="none") / LN2).cpu().double().numpy()
-    finally:
-        model.train(was_training)
     return bits

@@ -9,10 +9,10 @@ import math
 import pytest
 import torch
 
-from tinygpt.analysis import attention_grad_norms, prediction_tvd
 from tinygpt.metrics import unigram_entropy_bits
 from tinygpt.model import GPT, GPTConfig
-from tinygpt.sweep.report import write_report
+from tinygpt.report.report import write_report
+from tinygpt.train.collapse import attention_grad_norms, prediction_tvd
 from tinygpt.train.module import GPTModule
 from tinygpt.train.run import train
 

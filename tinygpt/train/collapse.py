@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from tinygpt.common.modes import eval_mode
 from tinygpt.model import GPT
 
 
@@ -30,11 +31,7 @@ def prediction_tvd(model: GPT, context_a: torch.Tensor, context_b: torch.Tensor)
     """Total variation distance, 0.5 * sum |p - q|, between the next-token distributions the model predicts
     after two contexts (1-D token ids). 0: the output does not depend on the input; 1: disjoint supports.
     Runs in eval mode (no dropout) and restores the model's mode."""
-    was_training = model.training
-    model.eval()
-    try:
+    with eval_mode(model):
         p = model(context_a.reshape(1, -1)).logits[0, -1].float().softmax(-1)
         q = model(context_b.reshape(1, -1)).logits[0, -1].float().softmax(-1)
-    finally:
-        model.train(was_training)
     return float(0.5 * (p - q).abs().sum())

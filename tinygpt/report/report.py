@@ -1,8 +1,8 @@
 """A sweep's report: report.md (the spec-shaped table), curves.png (validation curves), runs.csv (every run).
 
-Reads run records only (tinygpt/sweep/jobs.py): the held-out split is never read. Runs that recorded 003's
+Reads run records only (tinygpt/report/jobs.py): the held-out split is never read. Runs that recorded 003's
 collapse diagnostics get their table too. Only with held_out=True does it add the held-out scores that
-``scripts/evaluate.py split=test`` logged (tinygpt/sweep/heldout.py), and heldout.png.
+``scripts/evaluate.py split=test`` logged (tinygpt/report/heldout.py), and heldout.png.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tinygpt.sweep.figures import plot_curves
-from tinygpt.sweep.heldout import HELD_OUT, held_out_curve, held_out_table
-from tinygpt.sweep.jobs import Job, load_sweep
-from tinygpt.sweep.tables import (
+from tinygpt.report.figures import plot_curves
+from tinygpt.report.heldout import HELD_OUT, held_out_curve, held_out_table
+from tinygpt.report.jobs import Job, load_sweep
+from tinygpt.report.tables import (
     METRICS,
     UNFINISHED_MARK,
     auto_style,

@@ -1,18 +1,21 @@
 """A sweep's jobs: what the multirun command asked for, what is on disk, and how each run stands.
 
 The jobs a sweep should have come from its ``multirun.yaml`` (Hydra saves the command's overrides there),
-expanded by Hydra's own basic sweeper; the jobs it has are its folders, each with the overrides Hydra saved
-in ``.hydra/overrides.yaml`` and the run record ``run.json``. Matching the two marks the
-runs that never started. Only ``run.json`` and Hydra's own files are read: never ``evaluations.jsonl``, so
-nothing here can see held-out scores.
+parsed by Hydra's public override parser and expanded as its basic sweeper does; the jobs it has are its
+folders, each with the overrides Hydra saved in ``.hydra/overrides.yaml`` and the run record ``run.json``.
+Matching the two marks the runs that never started. Only ``run.json`` and Hydra's own files are read:
+never ``evaluations.jsonl``, so nothing here can see held-out scores.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Override
 from omegaconf import OmegaConf
 
 from tinygpt.train.record import read_record as read_run_record
@@ -68,12 +71,26 @@ def identity(overrides, excluded: set[str]) -> tuple[str, ...]:
     return tuple(o for o in overrides if override_key(o) not in excluded)
 
 
+def expand_sweep(overrides: list[Override]) -> list[tuple[str, ...]]:
+    """Every job of a multirun's parsed overrides, as Hydra's basic sweeper launches them: the cartesian
+    product of each key's values, keys in the order they first appear (a repeated key keeps its first place and
+    takes its last value), written ``key=value`` with the key's prefix (+, ++, ~) and quoting as parsed."""
+    choices: dict[str, list[str]] = {}
+    for override in overrides:
+        key = override.get_key_element()
+        if not override.is_sweep_override():
+            choices[key] = [f"{key}={override.get_value_element_as_str()}"]
+        elif override.is_discrete_sweep():
+            choices[key] = [f"{key}={value}" for value in override.sweep_string_iterator()]
+        else:
+            raise ValueError(f"{override.input_line}: a basic sweep lists values (a,b, choice(...), range(...)); "
+                             f"{override.value_type.name} sweeps are not expanded")
+    return [tuple(job) for job in itertools.product(*choices.values())]
+
+
 def sweep_command(sweep_dir: Path) -> tuple[list[tuple[str, ...]], set[str]]:
     """From the sweep's multirun.yaml: every job's overrides that its command asked for, in launch order, and
     the keys excluded from job folder names. ([], {}) without one."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     path = sweep_dir / "multirun.yaml"
     if not path.exists():
         return [], set()
@@ -81,9 +98,7 @@ def sweep_command(sweep_dir: Path) -> tuple[list[tuple[str, ...]], set[str]]:
     excluded = set(OmegaConf.select(hydra, "job.config.override_dirname.exclude_keys") or [])
     arguments = [f"{key}={value}" for key, value in (OmegaConf.select(hydra, "sweeper.params") or {}).items()]
     arguments += list(hydra.overrides.task)
-    parsed = OverridesParser.create().parse_overrides(arguments)
-    (batch,) = BasicSweeper.split_arguments(parsed, None)
-    return [tuple(job) for job in batch], excluded
+    return expand_sweep(OverridesParser.create().parse_overrides(arguments)), excluded
 
 
 def saved_overrides(folder: Path) -> tuple[str, ...]:

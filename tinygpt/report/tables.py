@@ -15,7 +15,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tinygpt.sweep.jobs import FINISHED, UNFINISHED, Job
+from tinygpt.report.jobs import FINISHED, UNFINISHED, Job
 
 UNFINISHED_MARK = "*"
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from tinygpt.sweep.jobs import Job
-from tinygpt.sweep.tables import Metric, seed_label, step_cell, variant_labels, variants
+from tinygpt.report.jobs import Job
+from tinygpt.report.tables import Metric, seed_label, step_cell, variant_labels, variants
 from tinygpt.train.evaluate import EVALUATIONS
 
 # its keys name the evaluations.jsonl field, as the validation metrics' name run.json's

@@ -19,7 +19,6 @@ Placement only acts in a multirun under the placement launcher, and only for job
 from __future__ import annotations
 
 import copy
-import json
 import os
 import tempfile
 import time
@@ -32,10 +31,11 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, open_dict
 
-from tinygpt.sweep.devices import cpu_cores, device_pool, is_device_list, requested_devices
-from tinygpt.sweep.leases import Lease, acquire
-from tinygpt.sweep.multidevice import refuse_multi_device_jobs_in_sweep
-from tinygpt.sweep.orphans import die_with_parent, exit_if_orphaned
+from tinygpt.common.files import write_json_atomic
+from tinygpt.launch.devices import cpu_cores, device_pool, is_device_list, requested_devices
+from tinygpt.launch.leases import Lease, acquire
+from tinygpt.launch.multidevice import refuse_multi_device_jobs_in_sweep
+from tinygpt.launch.orphans import die_with_parent, exit_if_orphaned
 
 PLACEMENT_LAUNCHER = "placement"   # the option of hydra/launcher that turns placement on
 PLACEMENT_RECORD = "placement.json"
@@ -155,8 +155,4 @@ def apply_placement(cfg: DictConfig) -> DictConfig:
 
 
 def _write(placement: Placement) -> None:
-    path = placement.record_path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(placement.record, indent=2))
-    os.replace(tmp, path)
+    write_json_atomic(placement.record_path, placement.record)

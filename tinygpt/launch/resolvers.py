@@ -1,0 +1,39 @@
+"""The OmegaConf resolvers of tinygpt's launcher configs, registered by one call.
+
+``tinygpt.job_dir`` names a job's folder (conf/train.yaml's ``hydra.sweep.subdir``), ``tinygpt.parallel_jobs``
+gives placement's ``n_jobs`` (conf/hydra/launcher/placement.yaml) and ``tinygpt.device_count`` the SLURM tasks
+per run (conf/hydra/launcher/slurm.yaml). ``tinygpt.train`` calls ``register_resolvers`` on import, so they
+exist in every entry point and inside launcher worker processes that import the task function.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from omegaconf import OmegaConf
+
+from tinygpt.launch.devices import device_count, parallel_jobs
+
+MAX_NAME = 200  # file systems allow 255 bytes per path component
+
+
+def job_dir_name(override_dirname: str) -> str:
+    """A job's directory name from its overrides: deterministic (rerunning a command finds its jobs
+    again, unlike timestamps), ``default`` when there are none, and flat (``model/position`` becomes
+    ``model.position`` instead of a nested folder). Names too long for a file system keep their start
+    and end a hash of the whole, so they stay unique and deterministic."""
+    name = override_dirname.replace("/", ".") or "default"
+    if len(name.encode()) > MAX_NAME:
+        digest = hashlib.sha256(name.encode()).hexdigest()[:16]
+        name = name.encode()[: MAX_NAME - 17].decode(errors="ignore") + "-" + digest
+    return name
+
+
+RESOLVERS = {"tinygpt.job_dir": job_dir_name, "tinygpt.parallel_jobs": parallel_jobs,
+             "tinygpt.device_count": device_count}
+
+
+def register_resolvers() -> None:
+    for name, function in RESOLVERS.items():
+        if not OmegaConf.has_resolver(name):
+            OmegaConf.register_new_resolver(name, function)
