@@ -12,10 +12,11 @@ from conftest import PYTHON, REPO, compose_train
 
 from tinygpt.analysis.run import analyze
 from tinygpt.baselines.run import run_baselines
+from tinygpt.common.run_folder import EVALUATIONS
 from tinygpt.data import TextDataModule
 from tinygpt.metrics.costs import window_bits
 from tinygpt.train.checkpoints import load_model
-from tinygpt.train.evaluate import EVALUATIONS, evaluate
+from tinygpt.train.evaluate import evaluate
 from tinygpt.train.run import train
 
 

@@ -136,7 +136,7 @@ def test_model_card_states_the_runs_record(trained, tmp_path):
     assert f"parameters: {record['parameters']:,}" in card
     assert f"steps: {record['final']['step']} trained of max_steps=4" in card
     assert f"dev at step 4 (this checkpoint): {record['final']['dev_bits_per_byte']:.4f}" in card
-    assert f"best dev: {record['best']['dev_bpb']:.4f}" in card
+    assert f"best dev: {record['best']['dev_bits_per_byte']:.4f}" in card
     assert "held-out: not scored" in card
     with open(run_dir / "evaluations.jsonl", "a") as log:  # as evaluate.py split=test logs a scoring
         log.write(json.dumps({"checkpoint": str(ckpt), "step": 4, "split": "test", "bits_per_byte": 3.21}) + "\n")

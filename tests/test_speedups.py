@@ -207,7 +207,7 @@ def test_a_run_with_the_fused_loss_logs_the_plain_losses(tiny_cfg, tmp_path, mon
     runs = {}
     for loss in ("full", "chunked"):
         record = train(tiny_cfg(f"speed.loss={loss}", "speed.loss_chunk=50", "model.dropout=0.1"), tmp_path / loss)
-        runs[loss] = (train_losses(tmp_path / loss), record["best"]["dev_bpb"])
+        runs[loss] = (train_losses(tmp_path / loss), record["best"]["dev_bits_per_byte"])
     assert fused_calls == [50] * 8  # the chunked run went through the fused loss, with its chunk
     assert sorted(runs["full"][0]) == sorted(runs["chunked"][0]) and len(runs["full"][0]) == 8
     for step, value in runs["full"][0].items():

@@ -96,7 +96,7 @@ def test_report_of_the_sweep_matches_its_run_records(sweep, tmp_path):
     for run in runs:
         if run["status"] == "finished":
             record = json.loads((Path(run["folder"]) / "run.json").read_text())
-            assert float(run["best_dev_bpb"]) == record["best"]["dev_bpb"]
+            assert float(run["best_dev_bpb"]) == record["best"]["dev_bits_per_byte"]
             assert float(run["final_dev_loss"]) == record["final"]["dev_loss"]
     png = (out / "curves.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000

@@ -34,7 +34,7 @@ def add_job(sweep: Path, overrides: list[str], record: dict | None) -> Path:
         points = record.setdefault("curve", [])
         if points:
             best = min(points, key=lambda p: p["dev_bits_per_byte"])
-            record["best"] = {"step": best["step"], "dev_bpb": best["dev_bits_per_byte"],
+            record["best"] = {"step": best["step"], "dev_bits_per_byte": best["dev_bits_per_byte"],
                               "dev_loss": min(p["dev_loss"] for p in points)}
             record["final"] = points[-1]
         (folder / "run.json").write_text(json.dumps({"parameters": 1000, **record}))
@@ -99,7 +99,7 @@ def test_seeds_table_in_000s_shape(sweep, no_heldout_reads):
 
 
 def test_steps_table_in_003s_shape(sweep, no_heldout_reads):
-    table = write_report(sweep, style="steps", metric="dev_bpb").markdown.read_text()
+    table = write_report(sweep, style="steps", metric="dev_bits_per_byte").markdown.read_text()
     assert "| Variant | Seed | Parameters | step 50 | step 100 | step 150 |" in table
     assert "| model.position=learned | 2 | 1,000 | 9.300 | 8.550 | 8.700 |" in table
     assert "| model.position=rope | 2 (unfinished) | 1,000 | 8.850* | — | — |" in table
@@ -178,3 +178,16 @@ def test_a_sweep_without_dev_scores_says_so_instead_of_an_empty_table(sweep, no_
     text = write_report(sweep, style="seeds").markdown.read_text()
     assert "No run has a validation loss (a sweep without a dev split" in text
     assert "| Variant |" not in text
+
+
+def test_a_run_folder_written_before_the_metric_rename_still_reads(sweep, no_heldout_reads):
+    """run.json's best once named dev bits per byte "dev_bpb"; the report reads it under today's name."""
+    path = next(sweep.glob("*position=learned,seed=2*/run.json"))
+    record = json.loads(path.read_text())
+    record["best"]["dev_bpb"] = record["best"].pop("dev_bits_per_byte")
+    path.write_text(json.dumps(record))
+    report = write_report(sweep, style="seeds", metric="dev_bits_per_byte")
+    with report.table.open() as handle:
+        row = next(r for r in csv.DictReader(handle) if r["seed"] == "2" and "learned" in r["variant"])
+    assert float(row["best_dev_bpb"]) == pytest.approx(5.7 * 1.5)
+    assert f"{5.7 * 1.5:.3f}" in report.markdown.read_text()

@@ -18,11 +18,12 @@ import torch
 from conftest import PYTHON, REPO
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from tinygpt.common.run_folder import RUN_LOCK as LOCK_NAME
 from tinygpt.train.checkpoints import CheckpointError, check_resumable
 from tinygpt.train.last_checkpoint import TrainingInterrupted
 from tinygpt.train.module import GPTModule
 from tinygpt.train.run import train
-from tinygpt.train.runlock import LOCK_NAME, RunFolderBusy, lock_run
+from tinygpt.train.runlock import RunFolderBusy, lock_run
 from tinygpt.train.schema import ConfigError
 
 
@@ -63,7 +64,8 @@ def test_a_second_writer_is_refused_naming_the_holder_and_a_dead_holders_lock_is
 
 
 def test_evaluate_test_split_waits_for_no_one_and_refuses_while_the_run_is_being_written(tiny_cfg, tmp_path):
-    from tinygpt.train.evaluate import EVALUATIONS, evaluate
+    from tinygpt.common.run_folder import EVALUATIONS
+    from tinygpt.train.evaluate import evaluate
 
     train(tiny_cfg("data.test_fraction=0.1"), tmp_path)
     with lock_run(tmp_path), pytest.raises(RunFolderBusy, match=f"process {os.getpid()}"):

@@ -46,7 +46,7 @@ def test_run_writes_record_checkpoints_and_tensorboard(tiny_cfg, tmp_path):
     assert saved["parameters"] == sum(p.numel() for p in
                                       GPTModule(saved["config"]["model"] | {"vocab_size": saved["data"]["vocab_size"]},
                                                 saved["config"]["optim"], 8).model.parameters())
-    assert saved["best"]["dev_bpb"] == min(p["dev_bits_per_byte"] for p in saved["curve"])
+    assert saved["best"]["dev_bits_per_byte"] == min(p["dev_bits_per_byte"] for p in saved["curve"])
     assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
     assert {p.name for p in (tmp_path / "checkpoints").glob("step*.ckpt")} == {"step000004.ckpt", "step000008.ckpt"}
 

@@ -10,9 +10,10 @@ import torch
 from conftest import PYTHON, REPO
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from tinygpt.common.run_folder import EVALUATIONS
 from tinygpt.model import generate
 from tinygpt.train.checkpoints import load_model
-from tinygpt.train.evaluate import EVALUATIONS, evaluate
+from tinygpt.train.evaluate import evaluate
 from tinygpt.train.run import train
 
 

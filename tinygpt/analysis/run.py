@@ -10,7 +10,6 @@ evaluations.jsonl like every other held-out scoring.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import torch
@@ -21,11 +20,10 @@ from tinygpt.analysis.repeats import copied_mask, repeats_table
 from tinygpt.baselines.run import char_arrays, record_path
 from tinygpt.baselines.texts import load_split_text, plan_for
 from tinygpt.common.files import write_json_atomic
+from tinygpt.common.run_folder import BITS_PER_BYTE, append_evaluations, checkpoint_files, read_record
 from tinygpt.data.errors import DataError
 from tinygpt.model import generate
 from tinygpt.train.checkpoints import load_model
-from tinygpt.train.evaluate import EVALUATIONS, run_checkpoints
-from tinygpt.train.record import read_record
 
 
 def analyze(run_dir: str | Path, split: str = "dev", baselines: str | Path | None = None, samples: int = 10,
@@ -37,7 +35,7 @@ def analyze(run_dir: str | Path, split: str = "dev", baselines: str | Path | Non
         raise FileNotFoundError(f"{run_dir / 'run.json'} not found: analyze needs the run's record to rebuild "
                                 "its data splits")
     data = record["config"]["data"]
-    checkpoints = run_checkpoints(run_dir)
+    checkpoints = checkpoint_files(run_dir)
     if not checkpoints:
         raise FileNotFoundError(f"no checkpoints under {run_dir / 'checkpoints'}")
     baselines_file = record_path(baselines or Path("outputs/baselines") / data["name"], split)
@@ -59,11 +57,8 @@ def analyze(run_dir: str | Path, split: str = "dev", baselines: str | Path | Non
         echo(f"GPT, {step:,} steps: {row['bits_per_byte']:.3f} bits per byte ({split})")
         last_bits, last_model, last_tokenizer = bits, model, tokenizer
         if split == "test":
-            with open(run_dir / EVALUATIONS, "a") as log:
-                log.write(json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "checkpoint": str(path),
-                                      "step": step, "split": split, "source": "analyze",
-                                      **{k: row[k] for k in ("bits", "bytes", "bits_per_byte", "per_document_bpb")}})
-                          + "\n")
+            append_evaluations(run_dir, [{"checkpoint": str(path), "step": step, "split": split, "source": "analyze",
+                                          **{k: row[k] for k in ("bits", "bytes", BITS_PER_BYTE, "per_document_bpb")}}])
     for prefix in BASELINE_ORDER:
         for name, r in (base or {}).get("baselines", {}).items():
             if name.startswith(prefix):

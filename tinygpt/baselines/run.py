@@ -9,7 +9,6 @@ scripts/evaluate.py does for a GPT.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -22,12 +21,11 @@ from tinygpt.baselines.kneser_ney import KneserNey
 from tinygpt.baselines.texts import SplitText, load_split_text, plan_for
 from tinygpt.baselines.unigram import Unigram
 from tinygpt.common.files import write_json_atomic
+from tinygpt.common.run_folder import BITS_PER_BYTE, append_evaluations, checkpoint_files, read_record
 from tinygpt.data.encoded import encode_segments
 from tinygpt.data.errors import DataError
 from tinygpt.metrics.costs import carried_state_bits
 from tinygpt.train.checkpoints import load_model
-from tinygpt.train.evaluate import EVALUATIONS, run_checkpoints
-from tinygpt.train.record import read_record
 
 LSTM_CONTEXT = "state carried through the whole scored text, fed 128 tokens at a time (as 003's LSTM)"
 
@@ -100,18 +98,16 @@ def run_baselines(data: Any, split: str = "dev", kn_order: int = 6, lstm_run: st
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json_atomic(record_path(out_dir, split), record)
     if split == "test":
-        with open(out_dir / EVALUATIONS, "a") as log:
-            for name, r in results.items():
-                log.write(json.dumps({"time": record["time"], "baseline": name, "split": split,
-                                      "bits_per_byte": r["bits_per_byte"], "bits": r["bits"], "bytes": r["bytes"],
-                                      "per_document_bpb": r["per_document_bpb"]}) + "\n")
+        append_evaluations(out_dir, [{"baseline": name, "split": split, BITS_PER_BYTE: r["bits_per_byte"],
+                                      "bits": r["bits"], "bytes": r["bytes"],
+                                      "per_document_bpb": r["per_document_bpb"]} for name, r in results.items()],
+                           stamp=record["time"])
         if lstm is not None:
             r = results["lstm"]
-            with open(Path(lstm_run) / EVALUATIONS, "a") as log:
-                log.write(json.dumps({"time": record["time"], "checkpoint": r["checkpoint"], "step": r["step"],
-                                      "split": split, "context": LSTM_CONTEXT, "bits_per_byte": r["bits_per_byte"],
-                                      "bits": r["bits"], "bytes": r["bytes"],
-                                      "per_document_bpb": r["per_document_bpb"]}) + "\n")
+            append_evaluations(lstm_run, [{"checkpoint": r["checkpoint"], "step": r["step"], "split": split,
+                                           "context": LSTM_CONTEXT, BITS_PER_BYTE: r["bits_per_byte"],
+                                           "bits": r["bits"], "bytes": r["bytes"],
+                                           "per_document_bpb": r["per_document_bpb"]}], stamp=record["time"])
     echo(f"[tinygpt] {split} baselines over {len(text.text) - 1:,} scored characters "
          f"({text.scored_bytes:,} bytes, {record['unseen_chars']:,} never seen in training): "
          f"{record_path(out_dir, split)}")
@@ -133,7 +129,7 @@ def _lstm_checkpoint(run_dir: str, data: Any) -> Path:
         raise DataError(f"lstm_run={run_dir} was trained on other splits (data={record['config']['data']['name']}"
                         f", dev={record['config']['data']['dev']}) than data={_data_name(data)} gives; "
                         "score it with the data settings it was trained with")
-    checkpoints = run_checkpoints(run_dir)
+    checkpoints = checkpoint_files(run_dir)
     if not checkpoints:
         raise FileNotFoundError(f"lstm_run={run_dir}: no checkpoints under {run_dir / 'checkpoints'}")
     return checkpoints[-1]

@@ -13,6 +13,7 @@ from omegaconf import DictConfig
 
 import tinygpt.train  # noqa: F401  (registers the config's resolvers)
 from tinygpt.cli import CONF
+from tinygpt.common.run_folder import DEV_BITS_PER_BYTE
 from tinygpt.train.checkpoints import CheckpointError
 from tinygpt.train.run import in_multirun, train
 from tinygpt.train.runlock import RunFolderBusy
@@ -31,7 +32,7 @@ def main(cfg: DictConfig) -> float | None:
             raise
         print(f"[tinygpt] error: {err}", file=sys.stderr)
         sys.exit(2)
-    return (record.get("best") or {}).get("dev_bpb")  # a sweeper's objective
+    return (record.get("best") or {}).get(DEV_BITS_PER_BYTE)  # a sweeper's objective
 
 
 if __name__ == "__main__":

@@ -9,18 +9,15 @@ same checkpoint twice gives the same bytes.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from tinygpt.common.run_folder import BITS_PER_BYTE, DEV_BITS_PER_BYTE, read_evaluations
 from tinygpt.export.families import Family
 from tinygpt.model import GPTConfig
 
 
 def _heldout_rows(run_dir: Path, ckpt: Path, step: int | None) -> list[dict]:
-    path = run_dir / "evaluations.jsonl"
-    if not path.is_file():
-        return []
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = read_evaluations(run_dir)
     # the same file name at the same step: last.ckpt is rewritten as training goes on
     return [r for r in rows if r.get("split") == "test" and Path(r.get("checkpoint", "")).name == ckpt.name
             and r.get("step") == step]
@@ -71,13 +68,13 @@ def model_card(config: GPTConfig, family: Family, ckpt: Path, step: int | None, 
     lines += ["## Scores (bits per byte, lower is better)", ""]
     curve = {p["step"]: p for p in record.get("curve", [])}
     if step in curve:
-        lines.append(f"- dev at step {step} (this checkpoint): {curve[step]['dev_bits_per_byte']:.4f}")
+        lines.append(f"- dev at step {step} (this checkpoint): {curve[step][DEV_BITS_PER_BYTE]:.4f}")
     best = record.get("best")
     if best:
-        lines.append(f"- best dev: {best['dev_bpb']:.4f} at step {best['step']}")
+        lines.append(f"- best dev: {best[DEV_BITS_PER_BYTE]:.4f} at step {best['step']}")
     heldout = _heldout_rows(run_dir, ckpt, step)
     for row in heldout[-1:]:
-        lines.append(f"- held-out (test split, scored by scripts/evaluate.py split=test): {row['bits_per_byte']:.4f}")
+        lines.append(f"- held-out (test split, scored by scripts/evaluate.py split=test): {row[BITS_PER_BYTE]:.4f}")
     if not heldout:
         lines.append("- held-out: not scored for this checkpoint")
     if not curve and not best:

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import torch
 
+from tinygpt.common.run_folder import read_record
 from tinygpt.export.card import model_card
 from tinygpt.export.families import ExportError, Family, choose_family, hf_config, to_hf_state
 from tinygpt.export.tokenizer import hf_tokenizer, save_tokenizer
 from tinygpt.model import GPT
 from tinygpt.train.checkpoints import load_model
-from tinygpt.train.record import read_record
 
 CHECK_TOKENS = 16  # length of the fixed input on which the two models' logits are compared before writing
 

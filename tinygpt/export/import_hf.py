@@ -14,13 +14,12 @@ from pathlib import Path
 
 import torch
 
-from tinygpt.common.files import atomic_write, write_json_atomic
+from tinygpt.common.files import atomic_write
+from tinygpt.common.run_folder import IMPORTED_CHECKPOINT, checkpoints_dir, record_path, write_record
 from tinygpt.export.export import check_same_logits
 from tinygpt.export.families import FAMILIES, ExportError, from_hf_state, tinygpt_config
 from tinygpt.export.tokenizer import read_tokenizer
 from tinygpt.model import GPT
-
-IMPORTED = "imported.ckpt"
 
 
 def import_folder(hf_dir: str | Path, out: str | Path, run_config: dict, overwrite: bool = False) -> Path:
@@ -43,8 +42,8 @@ def import_folder(hf_dir: str | Path, out: str | Path, run_config: dict, overwri
     if tokenizer.vocab_size > config.vocab_size:
         raise ExportError(f"cannot import {hf_dir}: the tokenizer has {tokenizer.vocab_size} ids, config.json's "
                           f"vocab_size is {config.vocab_size}")
-    ckpt = out / "checkpoints" / IMPORTED
-    if (ckpt.exists() or (out / "run.json").exists()) and not overwrite:
+    ckpt = checkpoints_dir(out) / IMPORTED_CHECKPOINT
+    if (ckpt.exists() or record_path(out).exists()) and not overwrite:
         raise ExportError(f"out={out} already holds an imported model: choose a new folder, or overwrite=true")
 
     hf_model = AutoModelForCausalLM.from_pretrained(hf_dir, local_files_only=True, dtype=torch.float32)
@@ -65,7 +64,7 @@ def import_folder(hf_dir: str | Path, out: str | Path, run_config: dict, overwri
     }
     with atomic_write(ckpt, "wb") as file:
         torch.save(checkpoint, file)
-    write_json_atomic(out / "run.json", {
+    write_record(out, {
         "config": {**run_config, "model": dict(vars(config))}, "parameters": model.num_parameters(),
         "run_dir": str(out), "status": "imported", "curve": [],
         "imported_from": checkpoint["imported_from"],

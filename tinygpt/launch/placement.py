@@ -32,13 +32,13 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, open_dict
 
 from tinygpt.common.files import write_json_atomic
+from tinygpt.common.run_folder import placement_path
 from tinygpt.launch.devices import cpu_cores, device_pool, is_device_list, requested_devices
 from tinygpt.launch.leases import Lease, acquire
 from tinygpt.launch.multidevice import refuse_multi_device_jobs_in_sweep
 from tinygpt.launch.orphans import die_with_parent, exit_if_orphaned
 
 PLACEMENT_LAUNCHER = "placement"   # the option of hydra/launcher that turns placement on
-PLACEMENT_RECORD = "placement.json"
 
 
 @dataclass
@@ -109,7 +109,7 @@ def place(config: DictConfig) -> Placement:
     record = {"device": lease.name, "index": lease.index, "kind": pool.kind, "pool": list(pool.names),
               "parallel_jobs": parallel, "torch_threads": threads, "pid": os.getpid(),
               "lease": str(lease.path), "acquired_at": lease.acquired_at, "released_at": None}
-    _current = Placement(lease, pool.kind, threads, threads_before, output_dir / PLACEMENT_RECORD, record)
+    _current = Placement(lease, pool.kind, threads, threads_before, placement_path(output_dir), record)
     _write(_current)
     print(f"[tinygpt] placement: {lease.name} ({pool.kind} device {lease.index + 1} of {len(pool)}), "
           f"{threads} torch thread(s), {parallel} job(s) at a time", flush=True)

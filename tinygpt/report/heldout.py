@@ -8,25 +8,22 @@ and its pre-registered score (the fixed last step).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
+from tinygpt.common.run_folder import BITS_PER_BYTE, read_evaluations
 from tinygpt.report.jobs import Job
 from tinygpt.report.tables import Metric, seed_label, step_cell, variant_labels, variants
-from tinygpt.train.evaluate import EVALUATIONS
 
-# its keys name the evaluations.jsonl field, as the validation metrics' name run.json's
-HELD_OUT = Metric("bits_per_byte", "bits_per_byte", "held-out bits per byte")
+# its key names the evaluations.jsonl field (a row names its split; run.json's curve fields are dev_<key>)
+HELD_OUT = Metric(BITS_PER_BYTE, "held-out bits per byte")
 
 
 def held_out_curve(job: Job, metric: Metric = HELD_OUT) -> dict[int, float]:
     """Held-out bits per byte by checkpoint step; the latest scoring of a step wins."""
-    path = job.path / EVALUATIONS if job.path else None
-    if path is None or not path.exists():
+    if job.path is None:
         return {}
     points = {}
-    for line in path.read_text().splitlines():
-        row = json.loads(line)
+    for row in read_evaluations(job.path):
         if row.get("split") == "test" and row.get("step") is not None:
             points[int(row["step"])] = float(row[metric.key])
     return points

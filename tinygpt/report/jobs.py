@@ -18,7 +18,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
 from omegaconf import OmegaConf
 
-from tinygpt.train.record import read_record as read_run_record
+from tinygpt.common.run_folder import read_record as read_run_record
 
 SEED_KEY = "seed"
 

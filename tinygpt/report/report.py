@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tinygpt.common.run_folder import DEV_BITS_PER_BYTE, DEV_LOSS
 from tinygpt.report.figures import plot_curves
 from tinygpt.report.heldout import HELD_OUT, held_out_curve, held_out_table
 from tinygpt.report.jobs import Job, load_sweep
@@ -30,8 +31,11 @@ from tinygpt.report.tables import (
 )
 
 STYLES = ("auto", "seeds", "steps")
-DEFAULT_METRIC = {"seeds": "dev_loss", "steps": "dev_bpb"}  # 000 scores best validation loss; 003 dev bpb
+# 000 scores best validation loss; 003 dev bits per byte
+DEFAULT_METRIC = {"seeds": DEV_LOSS, "steps": DEV_BITS_PER_BYTE}
 
+# runs.csv keeps its columns' names (best_dev_bpb, final_dev_bpb: docs/results/ holds CSVs with them); each
+# is filled from the run record's one field for that metric
 CSV_COLUMNS = ["job", "variant", "seed", "status", "parameters", "step", "best_step", "best_dev_loss",
                "best_dev_bpb", "final_step", "final_dev_loss", "final_dev_bpb", "final_train_loss",
                "wall_time_s", "folder"]
@@ -133,9 +137,9 @@ def write_runs_csv(jobs: Sequence[Job], path: Path) -> Path:
             writer.writerow({
                 "job": job.name, "variant": " ".join(job.variant), "seed": job.seed, "status": job.status,
                 "parameters": record.get("parameters"), "step": record.get("step"),
-                "best_step": best.get("step"), "best_dev_loss": best.get("dev_loss"),
-                "best_dev_bpb": best.get("dev_bpb"), "final_step": final.get("step"),
-                "final_dev_loss": final.get("dev_loss"), "final_dev_bpb": final.get("dev_bits_per_byte"),
+                "best_step": best.get("step"), "best_dev_loss": best.get(DEV_LOSS),
+                "best_dev_bpb": best.get(DEV_BITS_PER_BYTE), "final_step": final.get("step"),
+                "final_dev_loss": final.get(DEV_LOSS), "final_dev_bpb": final.get(DEV_BITS_PER_BYTE),
                 "final_train_loss": final.get("train_loss"), "wall_time_s": record.get("wall_time_s"),
                 "folder": str(job.path) if job.path else "",
             })

@@ -15,6 +15,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tinygpt.common.run_folder import DEV_BITS_PER_BYTE, DEV_LOSS
 from tinygpt.report.jobs import FINISHED, UNFINISHED, Job
 
 UNFINISHED_MARK = "*"
@@ -22,15 +23,12 @@ UNFINISHED_MARK = "*"
 
 @dataclass(frozen=True)
 class Metric:
-    key: str          # the curve's field in run.json
-    best_key: str     # the record's "best" field
+    key: str          # its field in run.json's curve points and in its "best" (tinygpt/common/run_folder.py)
     label: str        # for table headers and axes
 
 
-METRICS = {
-    "dev_loss": Metric("dev_loss", "dev_loss", "validation loss"),
-    "dev_bpb": Metric("dev_bits_per_byte", "dev_bpb", "dev bits per byte"),
-}
+METRICS = {metric.key: metric for metric in (Metric(DEV_LOSS, "validation loss"),
+                                             Metric(DEV_BITS_PER_BYTE, "dev bits per byte"))}
 
 
 def variants(jobs: Sequence[Job]) -> dict[tuple[str, ...], list[Job]]:
@@ -56,7 +54,7 @@ def shared_overrides(keys: Sequence[tuple[str, ...]]) -> list[str]:
 
 def best_value(job: Job, metric: Metric) -> float | None:
     best = (job.record or {}).get("best") or {}
-    return best.get(metric.best_key)
+    return best.get(metric.key)
 
 
 def curve(job: Job, metric: Metric) -> dict[int, float]:

@@ -8,8 +8,7 @@ import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from tinygpt.common.files import atomic_write
-
-LAST = "last.ckpt"
+from tinygpt.common.run_folder import last_checkpoint
 
 
 class CheckpointError(RuntimeError):
@@ -47,8 +46,8 @@ def resume_path(run_dir: Path, resume: str, ckpt_path: str | None) -> str | None
         raise ValueError(f"resume={resume!r} is not allowed; choose auto or never")
     if ckpt_path:
         path = Path(ckpt_path)
-    elif resume == "auto" and (run_dir / "checkpoints" / LAST).exists():
-        path = run_dir / "checkpoints" / LAST
+    elif resume == "auto" and last_checkpoint(run_dir).exists():
+        path = last_checkpoint(run_dir)
     else:
         return None
     read_checkpoint(path)

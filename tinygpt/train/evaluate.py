@@ -2,27 +2,15 @@
 
 from __future__ import annotations
 
-import json
-import time
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from tinygpt.common.run_folder import append_evaluations, checkpoint_files, checkpoints_dir, read_record, record_path
 from tinygpt.data import TextDataModule
 from tinygpt.metrics import score
 from tinygpt.train.checkpoints import load_model
-from tinygpt.train.record import read_record
 from tinygpt.train.runlock import lock_run
-
-EVALUATIONS = "evaluations.jsonl"
-
-
-def run_checkpoints(run_dir: Path) -> list[Path]:
-    """Kept checkpoints in step order, then last.ckpt."""
-    ckpt_dir = run_dir / "checkpoints"
-    kept = sorted(p for p in ckpt_dir.glob("*.ckpt") if p.name != "last.ckpt")
-    last = ckpt_dir / "last.ckpt"
-    return kept + ([last] if last.exists() else [])
 
 
 def evaluate(run_dir: str | None, ckpt: str | None = None, split: str = "dev", device: str = "cpu") -> list[dict]:
@@ -33,14 +21,14 @@ def evaluate(run_dir: str | None, ckpt: str | None = None, split: str = "dev", d
         run_dir = Path(run_dir) if run_dir else Path(ckpt).resolve().parent.parent
     elif run_dir:
         run_dir = Path(run_dir)
-        checkpoints = run_checkpoints(run_dir)
+        checkpoints = checkpoint_files(run_dir)
         if not checkpoints:
-            raise FileNotFoundError(f"no checkpoints under {run_dir / 'checkpoints'}")
+            raise FileNotFoundError(f"no checkpoints under {checkpoints_dir(run_dir)}")
     else:
         raise ValueError("give run_dir=<a run's folder> or ckpt=<a checkpoint file>")
     record = read_record(run_dir)
     if record is None:
-        raise FileNotFoundError(f"{run_dir / 'run.json'} not found: evaluate needs the run's record to rebuild "
+        raise FileNotFoundError(f"{record_path(run_dir)} not found: evaluate needs the run's record to rebuild "
                                 "its data splits")
     cfg = OmegaConf.create(record["config"])
     # scoring the test split appends to the run's record: take the run folder's lock (refused while training)
@@ -71,6 +59,5 @@ def _score(run_dir: Path, cfg, checkpoints: list[Path], split: str, device: str)
             row["per_document_bpb"] = {name: bits / n_bytes for name, bits, n_bytes in per_document}
         rows.append(row)
         if split == "test":
-            with open(run_dir / EVALUATIONS, "a") as log:
-                log.write(json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **row}) + "\n")
+            append_evaluations(run_dir, [row])
     return rows

@@ -34,9 +34,9 @@ from pathlib import Path
 
 from lightning.pytorch.callbacks import Checkpoint
 
+from tinygpt.common.run_folder import LAST_CHECKPOINT
 from tinygpt.train.logs import flush
 
-LAST = "last.ckpt"
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
@@ -51,7 +51,7 @@ class TrainingInterrupted(Exception):
 
 class LastCheckpoint(Checkpoint):
     def __init__(self, dirpath: str | Path, every_n_steps: int, val_check_interval: int, has_dev: bool):
-        self.path = Path(dirpath) / LAST
+        self.path = Path(dirpath) / LAST_CHECKPOINT
         self.every_n_steps, self.val_check_interval, self.has_dev = every_n_steps, val_check_interval, has_dev
         self.saved_step = -1
         self.stop_signal: int | None = None

@@ -4,28 +4,19 @@ status). Written atomically at start, at every validation and at the end."""
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 import lightning as L
 from lightning.pytorch.utilities import rank_zero_only
 
-from tinygpt.common.files import write_json_atomic
-
-RECORD_NAME = "run.json"
-
-
-def read_record(run_dir: Path) -> dict | None:
-    path = Path(run_dir) / RECORD_NAME
-    if not path.exists():
-        return None
-    return json.loads(path.read_text())
+from tinygpt.common.run_folder import DEV, DEV_BITS_PER_BYTE, DEV_LOSS, read_record, record_path, write_record
 
 
 class RunRecord(L.Callback):
     def __init__(self, run_dir: Path, header: dict):
-        self.path = Path(run_dir) / RECORD_NAME
+        self.run_dir = Path(run_dir)
+        self.path = record_path(run_dir)
         previous = read_record(run_dir) or {}
         self.record = {**header, "status": "running", "curve": previous.get("curve", []),
                        "wall_time_s": previous.get("wall_time_s", 0.0)}
@@ -41,14 +32,14 @@ class RunRecord(L.Callback):
     def on_validation_end(self, trainer, pl_module):
         if trainer.sanity_checking:
             return
-        point = {"step": trainer.global_step, **{f"dev_{k}": v for k, v in pl_module.last_dev_score.items()}}
+        point = {"step": trainer.global_step, **{DEV + k: v for k, v in pl_module.last_dev_score.items()}}
         train_loss = trainer.callback_metrics.get("train/loss")
         if train_loss is not None:
             point["train_loss"] = float(train_loss)
         self.record["curve"] = [p for p in self.record["curve"] if p["step"] != point["step"]] + [point]
-        best = min(self.record["curve"], key=lambda p: p["dev_bits_per_byte"])
-        self.record["best"] = {"step": best["step"], "dev_bpb": best["dev_bits_per_byte"],
-                               "dev_loss": min(p["dev_loss"] for p in self.record["curve"])}
+        best = min(self.record["curve"], key=lambda p: p[DEV_BITS_PER_BYTE])
+        self.record["best"] = {"step": best["step"], DEV_BITS_PER_BYTE: best[DEV_BITS_PER_BYTE],
+                               DEV_LOSS: min(p[DEV_LOSS] for p in self.record["curve"])}
         self._write()
 
     def update(self, **fields) -> None:
@@ -67,4 +58,4 @@ class RunRecord(L.Callback):
         if rank_zero_only.rank != 0:  # under DDP every process runs the callbacks; one writes the record
             return
         self.record["wall_time_s"] = self._wall_before + time.time() - self._started
-        write_json_atomic(self.path, self.record)
+        write_record(self.run_dir, self.record)

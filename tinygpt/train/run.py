@@ -14,6 +14,7 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
+from tinygpt.common.run_folder import DEV_BITS_PER_BYTE, KEPT_CHECKPOINT, checkpoints_dir, read_record, record_path
 from tinygpt.data import TextDataModule
 from tinygpt.launch.placement import apply_placement
 from tinygpt.model import GPTConfig, config_from, families
@@ -24,7 +25,7 @@ from tinygpt.train.last_checkpoint import LastCheckpoint, TrainingInterrupted
 from tinygpt.train.logs import OptimizerStepAxis, resume_kwargs
 from tinygpt.train.module import GPTModule
 from tinygpt.train.optim import OptimConfig
-from tinygpt.train.record import RunRecord, read_record
+from tinygpt.train.record import RunRecord
 from tinygpt.train.runlock import RunFolderBusy, lock_run
 from tinygpt.train.sampling import TextSampler
 from tinygpt.train.schema import validate_run_config
@@ -55,7 +56,7 @@ def hparams(cfg: DictConfig, config: GPTConfig, optim: OptimConfig) -> dict:
 
 
 def build_callbacks(cfg, run_dir: Path, module: GPTModule, datamodule, record: RunRecord) -> list:
-    ckpt_dir = run_dir / "checkpoints"
+    ckpt_dir = checkpoints_dir(run_dir)
     callbacks = [
         # last.ckpt: the full training state, for resume; after the validation of a scoring step, at the end,
         # and on SIGINT/SIGTERM (tinygpt/train/last_checkpoint.py)
@@ -72,7 +73,7 @@ def build_callbacks(cfg, run_dir: Path, module: GPTModule, datamodule, record: R
     if cfg.checkpoint.keep_every_n_steps:
         # kept checkpoints at the scoring steps: weights only, for evaluate.py and generate.py. monitor="step"
         # keeps them all and gives this callback its own state key beside the last.ckpt one
-        callbacks.append(ModelCheckpoint(dirpath=ckpt_dir, filename="step{step:06d}", auto_insert_metric_name=False,
+        callbacks.append(ModelCheckpoint(dirpath=ckpt_dir, filename=KEPT_CHECKPOINT, auto_insert_metric_name=False,
                                          monitor="step", mode="max", save_top_k=-1, save_weights_only=True,
                                          every_n_train_steps=cfg.checkpoint.keep_every_n_steps))
     return callbacks
@@ -107,12 +108,12 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict:
 def _train(cfg: DictConfig, run_dir: Path, progress: list) -> dict:
     previous = read_record(run_dir)
     if cfg.resume == "auto" and not cfg.ckpt_path and previous and previous.get("status") == "finished":
-        print(f"[tinygpt] {run_dir} already finished (best dev bpb {previous.get('best', {}).get('dev_bpb')}); "
+        print(f"[tinygpt] {run_dir} already finished (best dev bpb {previous.get('best', {}).get(DEV_BITS_PER_BYTE)}); "
               "skipping. Use resume=never to train it again.")
         return previous
     ckpt_path = resume_path(run_dir, cfg.resume, cfg.ckpt_path)
-    if cfg.resume == "never" and (run_dir / "checkpoints").exists() and not cfg.ckpt_path:
-        raise FileExistsError(f"{run_dir / 'checkpoints'} already holds checkpoints and resume=never: "
+    if cfg.resume == "never" and checkpoints_dir(run_dir).exists() and not cfg.ckpt_path:
+        raise FileExistsError(f"{checkpoints_dir(run_dir)} already holds checkpoints and resume=never: "
                               "pick another output dir rather than overwrite them")
 
     L.seed_everything(cfg.seed, workers=True)
@@ -182,9 +183,9 @@ def report(result: dict, run_dir: Path, loggers) -> None:
     final, best = result.get("final"), result.get("best")
     print("\n[tinygpt] ---- done ----")
     if final:
-        print(f"[tinygpt] dev bits per byte at step {final['step']}: {final['dev_bits_per_byte']:.4f} "
-              f"(best {best['dev_bpb']:.4f} at step {best['step']})")
+        print(f"[tinygpt] dev bits per byte at step {final['step']}: {final[DEV_BITS_PER_BYTE]:.4f} "
+              f"(best {best[DEV_BITS_PER_BYTE]:.4f} at step {best['step']})")
     print(f"[tinygpt] sample:\n{result['sample']}\n")
     for logger in loggers:
         print(f"[tinygpt] {type(logger).__name__} logs: {logger.log_dir}  (tensorboard --logdir outputs)")
-    print(f"[tinygpt] checkpoints: {run_dir / 'checkpoints'}; run record: {run_dir / 'run.json'}")
+    print(f"[tinygpt] checkpoints: {checkpoints_dir(run_dir)}; run record: {record_path(run_dir)}")

@@ -17,9 +17,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from tinygpt.common.run_folder import lock_path
 from tinygpt.launch.leases import try_lock
-
-LOCK_NAME = "run.lock"
 
 
 class RunFolderBusy(RuntimeError):
@@ -28,14 +27,14 @@ class RunFolderBusy(RuntimeError):
     def __init__(self, run_dir: Path, pid: int | None):
         self.run_dir, self.pid = Path(run_dir), pid
         holder = f"process {pid}" if pid else "another process"
-        super().__init__(f"{run_dir} is being written by {holder} (lock {Path(run_dir) / LOCK_NAME}); wait for it to "
+        super().__init__(f"{run_dir} is being written by {holder} (lock {lock_path(run_dir)}); wait for it to "
                          "finish or stop it: one run folder has one writer")
 
 
 def holder_pid(run_dir: str | Path) -> int | None:
     """The PID recorded by the last process that took the lock (alive or not), None if unknown."""
     try:
-        return int((Path(run_dir) / LOCK_NAME).read_text().split()[0])
+        return int(lock_path(run_dir).read_text().split()[0])
     except (FileNotFoundError, IndexError, ValueError):
         return None
 
@@ -66,7 +65,7 @@ def lock_run(run_dir: str | Path) -> RunLock:
     """Take the run folder's lock (creating the folder), or raise :class:`RunFolderBusy` naming the holder."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    fd = try_lock(run_dir / LOCK_NAME)
+    fd = try_lock(lock_path(run_dir))
     if fd is None:
         raise RunFolderBusy(run_dir, holder_pid(run_dir))
     # the lock file's content names the holder; rewritten in place, so a reader sees the old or the new PID
