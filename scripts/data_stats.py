@@ -1,7 +1,10 @@
 """Corpus and tokenizer statistics with the default splits, printed and written into docs/data.md.
 
     TINYGPT_DATA=../shared/data python scripts/data_stats.py            # all corpora x all tokenizers
-    python scripts/data_stats.py --corpora timemachine --tokenizers char gpt2 --no-write
+    python scripts/data_stats.py corpora=[timemachine] tokenizers=[char,gpt2] write=false
+
+Settings: conf/tools/data_stats.yaml. Each corpus x tokenizer is composed from conf/ as a run would compose it
+(``data=<corpus> data/tokenizer=<name>``), through Hydra's compose API inside this Hydra app.
 
 For each corpus: characters and bytes per split, and the held-out characters that never occur in the fit text.
 For each corpus and tokenizer: vocabulary size, tokens per split, and the unigram entropy of the fit text.
@@ -10,20 +13,20 @@ This script reads the held-out split (to count it): it is a statistics tool, not
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 import time
 from pathlib import Path
 
-from hydra import compose, initialize_config_dir
+import hydra
+from hydra import compose
+from omegaconf import DictConfig
+
+from tinygpt.data import CharTokenizer, TextDataModule
+from tinygpt.data.documents import read_piece
+from tinygpt.metrics import unigram_entropy_bits
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from tinygpt.data import CharTokenizer, TextDataModule  # noqa: E402
-from tinygpt.data.documents import read_piece  # noqa: E402
-from tinygpt.metrics import unigram_entropy_bits  # noqa: E402
 
 CORPORA = ("timemachine", "shakespeare", "peps")
 TOKENIZERS = ("char", "bytes", "bpe", "gpt2")
@@ -32,8 +35,16 @@ BEGIN, END = "<!-- data_stats:begin -->", "<!-- data_stats:end -->"
 
 
 def data_config(corpus: str, tokenizer: str):
-    with initialize_config_dir(str(REPO / "conf"), version_base="1.3"):
-        return compose(config_name=None, overrides=[f"+data={corpus}", f"data/tokenizer={tokenizer}"]).data
+    """The data config a run with ``data=<corpus> data/tokenizer=<tokenizer>`` composes (this app's conf/)."""
+    return compose(config_name=None, overrides=[f"+data={corpus}", f"data/tokenizer={tokenizer}"]).data
+
+
+def check_choices(field: str, chosen, allowed: tuple[str, ...]) -> list[str]:
+    chosen = list(chosen)
+    bad = [name for name in chosen if name not in allowed]
+    if bad or not chosen:
+        raise SystemExit(f"data_stats: {field}={chosen}: choose one or more of {list(allowed)}")
+    return chosen
 
 
 def held_out_text(dm: TextDataModule) -> str:
@@ -146,19 +157,15 @@ def write_into_doc(block: str) -> None:
     DOC.write_text(pattern.sub(lambda _: f"{BEGIN}\n{block}{END}", text), encoding="utf-8")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--corpora", nargs="+", default=list(CORPORA), choices=CORPORA)
-    parser.add_argument("--tokenizers", nargs="+", default=list(TOKENIZERS), choices=TOKENIZERS)
-    parser.add_argument("--context-length", type=int, default=256)
-    parser.add_argument("--no-write", action="store_true", help=f"print only; do not update {DOC}")
-    args = parser.parse_args()
-
+@hydra.main(config_path="../conf", config_name="tools/data_stats", version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    corpora = check_choices("corpora", cfg.corpora, CORPORA)
+    tokenizers = check_choices("tokenizers", cfg.tokenizers, TOKENIZERS)
     corpus_rows, token_rows = [], []
-    for corpus in args.corpora:
-        for index, tokenizer in enumerate(args.tokenizers):
+    for corpus in corpora:
+        for index, tokenizer in enumerate(tokenizers):
             started = time.perf_counter()
-            dm = TextDataModule(data_config(corpus, tokenizer), context_length=args.context_length, seed=0)
+            dm = TextDataModule(data_config(corpus, tokenizer), context_length=cfg.context_length, seed=0)
             dm.setup()
             if index == 0:
                 corpus_rows.append(corpus_row(dm))
@@ -166,12 +173,12 @@ def main() -> None:
             print(
                 f"[data_stats] {corpus} / {tokenizer}: {time.perf_counter() - started:.1f} s", file=sys.stderr
             )
-    block = report(corpus_rows, token_rows, args.context_length)
+    block = report(corpus_rows, token_rows, cfg.context_length)
     print(block)
-    if not args.no_write:
+    if cfg.write:
         write_into_doc(block)
         print(f"[data_stats] wrote {DOC.relative_to(REPO)}", file=sys.stderr)
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()
