@@ -20,7 +20,14 @@ from tinygpt.analysis.repeats import copied_mask, repeats_table
 from tinygpt.baselines.run import char_arrays, record_path
 from tinygpt.baselines.texts import load_split_text, plan_for
 from tinygpt.common.files import write_json_atomic
-from tinygpt.common.run_folder import BITS_PER_BYTE, append_evaluations, checkpoint_files, read_record
+from tinygpt.common.run_folder import (
+    BITS_PER_BYTE,
+    append_evaluations,
+    checkpoint_files,
+    checkpoints_dir,
+    read_record,
+)
+from tinygpt.common.run_folder import record_path as run_record_path
 from tinygpt.data.errors import DataError
 from tinygpt.model import generate
 from tinygpt.train.checkpoints import load_model
@@ -32,12 +39,12 @@ def analyze(run_dir: str | Path, split: str = "dev", baselines: str | Path | Non
     run_dir = Path(run_dir)
     record = read_record(run_dir)
     if record is None:
-        raise FileNotFoundError(f"{run_dir / 'run.json'} not found: analyze needs the run's record to rebuild "
+        raise FileNotFoundError(f"{run_record_path(run_dir)} not found: analyze needs the run's record to rebuild "
                                 "its data splits")
     data = record["config"]["data"]
     checkpoints = checkpoint_files(run_dir)
     if not checkpoints:
-        raise FileNotFoundError(f"no checkpoints under {run_dir / 'checkpoints'}")
+        raise FileNotFoundError(f"no checkpoints under {checkpoints_dir(run_dir)}")
     baselines_file = record_path(baselines or Path("outputs/baselines") / data["name"], split)
     base = _read_baselines(baselines_file, data)  # checked before anything is scored
     text = load_split_text(data, split)

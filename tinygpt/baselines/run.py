@@ -21,7 +21,13 @@ from tinygpt.baselines.kneser_ney import KneserNey
 from tinygpt.baselines.texts import SplitText, load_split_text, plan_for
 from tinygpt.baselines.unigram import Unigram
 from tinygpt.common.files import write_json_atomic
-from tinygpt.common.run_folder import BITS_PER_BYTE, append_evaluations, checkpoint_files, read_record
+from tinygpt.common.run_folder import (
+    BITS_PER_BYTE,
+    append_evaluations,
+    checkpoint_files,
+    checkpoints_dir,
+    read_record,
+)
 from tinygpt.data.encoded import encode_segments
 from tinygpt.data.errors import DataError
 from tinygpt.metrics.costs import carried_state_bits
@@ -131,7 +137,7 @@ def _lstm_checkpoint(run_dir: str, data: Any) -> Path:
                         "score it with the data settings it was trained with")
     checkpoints = checkpoint_files(run_dir)
     if not checkpoints:
-        raise FileNotFoundError(f"lstm_run={run_dir}: no checkpoints under {run_dir / 'checkpoints'}")
+        raise FileNotFoundError(f"lstm_run={run_dir}: no checkpoints under {checkpoints_dir(run_dir)}")
     return checkpoints[-1]
 
 

@@ -16,6 +16,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from tinygpt.cli import CONF
+from tinygpt.common.run_folder import record_path
 from tinygpt.export.families import ExportError
 from tinygpt.export.import_hf import import_folder
 
@@ -30,7 +31,7 @@ def main(cfg: DictConfig) -> None:
         ckpt = import_folder(cfg.hf, cfg.out, run_config, overwrite=cfg.overwrite)
     except ExportError as err:
         sys.exit(f"error: {err}")
-    print(f"[tinygpt] imported {cfg.hf} to {ckpt} (run record: {ckpt.parent.parent / 'run.json'})")
+    print(f"[tinygpt] imported {cfg.hf} to {ckpt} (run record: {record_path(ckpt.parent.parent)})")
 
 
 if __name__ == "__main__":

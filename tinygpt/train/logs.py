@@ -25,6 +25,7 @@ from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
 
 from tinygpt.common.files import atomic_write
+from tinygpt.common.run_folder import CSV_METRICS
 
 
 class OptimizerStepAxis(L.Callback):
@@ -44,7 +45,7 @@ class ResumableCSVLogger(CSVLogger):
         super().__init__(*args, **kwargs)
         self.resume_step = resume_step
         if rank_zero_only.rank == 0:
-            self._continue(Path(self.log_dir) / "metrics.csv")
+            self._continue(Path(self.log_dir) / CSV_METRICS)
 
     def _continue(self, path: Path) -> None:
         if not path.exists():
