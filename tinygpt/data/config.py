@@ -18,7 +18,6 @@ NAMED_FRACTIONS = {"quarter": 0.25, "half": 0.5, "full": 1.0}
 CORPUS_KINDS = ("file", "dir")
 DEV_MODES = ("tail", "documents", "none")
 SPLIT_UNITS = ("chars", "tokens")
-TOKENIZER_NAMES = ("char", "bytes", "bpe", "gpt2")
 DEFAULT_BPE_VOCAB = 2048
 
 
@@ -60,9 +59,11 @@ class TokenizerConfig:
         if unknown:
             raise DataError(f"data.tokenizer has unknown keys {sorted(unknown)}; allowed: name, vocab_size")
         name = raw.get("name")
-        if name not in TOKENIZER_NAMES:
+        from tinygpt.data.tokenizers import TOKENIZERS  # the registry of names (it imports this module's types)
+
+        if name not in TOKENIZERS:
             raise DataError(
-                f"data.tokenizer.name={name!r}: unknown tokenizer; choose one of {list(TOKENIZER_NAMES)}"
+                f"data.tokenizer.name={name!r}: unknown tokenizer; choose one of {list(TOKENIZERS)}"
             )
         vocab_size = raw.get("vocab_size")
         if name == "bpe":
@@ -82,7 +83,9 @@ class TokenizerConfig:
     @property
     def needs_fitting(self) -> bool:
         """char and bpe learn their vocabulary from the fit text; bytes and gpt2 are fixed in advance."""
-        return self.name in ("char", "bpe")
+        from tinygpt.data.tokenizers import TOKENIZERS
+
+        return TOKENIZERS[self.name].needs_fitting
 
 
 @dataclass(frozen=True)

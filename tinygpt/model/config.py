@@ -23,7 +23,7 @@ class GPTConfig:
     n_heads: int = 4
     n_kv_heads: int | None = None  # None = n_heads (plain multi-head); 1 = MQA; in between = GQA
     head_dim: int | None = None  # None = d_model // n_heads; may differ, as in Qwen3
-    position: str = "rope"  # a name in tinygpt/model/position.py's POSITIONS: rope | learned | none | sinusoidal | alibi
+    position: str = "rope"  # a name in model/position.py's POSITIONS: rope | learned | none | sinusoidal | alibi
     rope_base: float = 10000.0
     norm: str = "rmsnorm"  # a name in tinygpt/model/norm.py's NORMS: layernorm | rmsnorm
     norm_eps: float = 1e-5
