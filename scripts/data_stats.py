@@ -21,6 +21,7 @@ from hydra import compose, initialize_config_dir
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from tinygpt.config import register_configs  # noqa: E402
 from tinygpt.data import CharTokenizer, TextDataModule  # noqa: E402
 from tinygpt.data.documents import read_piece  # noqa: E402
 from tinygpt.metrics import unigram_entropy_bits  # noqa: E402
@@ -147,6 +148,7 @@ def write_into_doc(block: str) -> None:
 
 
 def main() -> None:
+    register_configs()  # the typed schemas (tinygpt/config.py), before Hydra composes
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--corpora", nargs="+", default=list(CORPORA), choices=CORPORA)
     parser.add_argument("--tokenizers", nargs="+", default=list(TOKENIZERS), choices=TOKENIZERS)
