@@ -149,8 +149,11 @@ def _typed(cls, node: Any, prefix: str):
         raise ConfigError(f"{prefix}.{key}: {detail}" if key else f"{prefix}: {detail}") from None
 
 
-def validate_run_config(cfg: DictConfig) -> None:
-    """Every setting outside model and data, checked; raises ValueError naming the first bad field."""
+def validate_run_config(cfg: DictConfig) -> RunConfig:
+    """Every setting outside model and data, checked; raises ValueError naming the first bad field.
+
+    Returns the run's typed settings: the code reads these objects, not the raw config (model, data, trainer
+    and logger stay nodes here: the model and data have their own typed readers, the Trainer takes its node)."""
     from tinygpt.train.optim import OptimConfig
 
     unknown = sorted(set(cfg) - set(RunConfig.__dataclass_fields__) - {"hydra"})
@@ -161,18 +164,25 @@ def validate_run_config(cfg: DictConfig) -> None:
     require(_is_int(seed) and 0 <= seed < SEED_LIMIT, "seed", seed, f"an integer in [0, {SEED_LIMIT})")
     _typed(StepsConfig, {"max_steps": cfg.trainer.max_steps, "val_check_interval": cfg.trainer.val_check_interval},
            "trainer")
-    _typed(CheckpointConfig, cfg.checkpoint, "checkpoint")
-    _typed(SampleConfig, cfg.sample, "sample")
-    if "sweep" in cfg:
-        _typed(SweepConfig, cfg.sweep, "sweep")
-    _typed(OptimConfig, cfg.optim, "optim")
-    if "speed" in cfg:
-        from tinygpt.train.speedups import SpeedConfig
+    run = RunConfig(
+        name=cfg.get("name", "default"), seed=seed, lr=cfg.get("lr", 1e-3), resume=cfg.get("resume", "auto"),
+        ckpt_path=cfg.get("ckpt_path"),
+        checkpoint=_typed(CheckpointConfig, cfg.checkpoint, "checkpoint"),
+        sample=_typed(SampleConfig, cfg.sample, "sample"),
+        progress=_typed(ProgressConfig, cfg.get("progress", {}), "progress"),
+        diagnostics=_typed(DiagnosticsConfig, cfg.get("diagnostics", {}), "diagnostics"),
+        speed=_typed(SpeedSchema, cfg.get("speed", {}), "speed"),
+        sweep=_typed(SweepConfig, cfg.get("sweep", {}), "sweep"),
+        model=cfg.model, data=cfg.data, optim=_typed(OptimConfig, cfg.optim, "optim"), trainer=cfg.trainer,
+        logger=cfg.get("logger"),
+    )
+    from tinygpt.train.speedups import SpeedConfig
 
-        try:
-            SpeedConfig.from_node(cfg.speed)
-        except ValueError as err:
-            raise ConfigError(str(err)) from None
+    try:
+        SpeedConfig.from_node(vars(run.speed))
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    return run
 
 
 def register_run_schemas() -> None:
