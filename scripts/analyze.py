@@ -15,6 +15,9 @@ import hydra
 from omegaconf import DictConfig
 
 from tinygpt.analysis.run import analyze
+from tinygpt.config import register_configs
+
+register_configs()  # the typed schemas (tinygpt/config.py), before Hydra composes
 
 
 @hydra.main(config_path="../conf/tools", config_name="analyze", version_base="1.3")

@@ -24,8 +24,8 @@ from pathlib import Path
 import torch
 from hydra import compose, initialize_config_dir
 
+from tinygpt.config import register_configs
 from tinygpt.model import GPT, GPTConfig, generate
-from tinygpt.model.schema import register_model_schema
 
 ROOT = Path(__file__).resolve().parents[1]
 MODERN_SINCE_GPT2 = ["model=since_gpt2", "model/position=rope", "model/norm=rmsnorm", "model.mlp=swiglu",
@@ -128,5 +128,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    register_model_schema()
+    register_configs()
     raise SystemExit(main())

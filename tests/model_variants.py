@@ -5,6 +5,8 @@ VARIANTS = {
     "learned": {"position": "learned"},
     "none": {"position": "none"},
     "sinusoidal": {"position": "sinusoidal"},
+    "alibi": {"position": "alibi"},
+    "alibi_gqa_6_heads": {"position": "alibi", "n_heads": 6, "head_dim": 8, "n_kv_heads": 2},  # slopes interpolated
     "gqa": {"n_kv_heads": 2},
     "mqa": {"n_kv_heads": 1},
     "moe": {"mlp": "moe", "n_experts": 4, "top_k": 2},

@@ -126,7 +126,7 @@ def test_every_switch_changes_the_model():
     ({"d_model": 30, "n_heads": 4}, ["n_heads=4", "divisor of d_model=30", "head_dim"]),
     ({"n_heads": 4, "n_kv_heads": 3}, ["n_kv_heads=3", "divisor of n_heads=4"]),
     ({"mlp": "moe", "n_experts": 4, "top_k": 5}, ["top_k=5", "at most n_experts=4"]),
-    ({"position": "alibi"}, ["position='alibi'", "rope, learned, none"]),
+    ({"position": "xpos"}, ["position='xpos'", "rope, learned, none, sinusoidal, alibi"]),
     ({"norm": "batchnorm"}, ["norm='batchnorm'", "layernorm, rmsnorm"]),
     ({"mlp": "relu"}, ["mlp='relu'", "gelu, swiglu, moe"]),
     ({"dropout": 1.0}, ["dropout=1.0", "[0, 1)"]),

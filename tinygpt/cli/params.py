@@ -15,9 +15,9 @@ import hydra
 from omegaconf import DictConfig
 
 from tinygpt.cli import CONF
+from tinygpt.config import register_configs
 from tinygpt.model import GPTConfig, build_on_meta, kv_cache_bytes_per_token, parameter_breakdown
 from tinygpt.model.params import GROUPS, formula_count
-from tinygpt.model.schema import register_model_schema
 
 
 def report(config: GPTConfig) -> str:
@@ -39,7 +39,7 @@ def report(config: GPTConfig) -> str:
     return "\n".join(lines)
 
 
-register_model_schema()  # the model group's typed schema, before Hydra composes
+register_configs()  # the typed schemas (tinygpt/config.py), before Hydra composes
 
 
 @hydra.main(config_path=CONF, config_name="params", version_base=None)

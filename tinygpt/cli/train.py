@@ -14,6 +14,7 @@ from omegaconf import DictConfig
 import tinygpt.train  # noqa: F401  (registers the config's resolvers)
 from tinygpt.cli import CONF
 from tinygpt.common.run_folder import DEV_BITS_PER_BYTE
+from tinygpt.config import register_configs
 from tinygpt.train.checkpoints import CheckpointError
 from tinygpt.train.run import in_multirun, train
 from tinygpt.train.runlock import RunFolderBusy
@@ -21,6 +22,9 @@ from tinygpt.train.schema import ConfigError
 
 # a user's mistake, not a bug: one line, no traceback (a sweep leaves them to its launcher's report)
 USER_ERRORS = (ConfigError, CheckpointError, RunFolderBusy)
+
+
+register_configs()  # the typed schemas (tinygpt/config.py), before Hydra composes
 
 
 @hydra.main(config_path=CONF, config_name="train", version_base="1.3")

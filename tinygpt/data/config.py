@@ -18,7 +18,6 @@ NAMED_FRACTIONS = {"quarter": 0.25, "half": 0.5, "full": 1.0}
 CORPUS_KINDS = ("file", "dir")
 DEV_MODES = ("tail", "documents", "none")
 SPLIT_UNITS = ("chars", "tokens")
-TOKENIZER_NAMES = ("char", "bytes", "bpe", "gpt2")
 DEFAULT_BPE_VOCAB = 2048
 
 
@@ -60,9 +59,11 @@ class TokenizerConfig:
         if unknown:
             raise DataError(f"data.tokenizer has unknown keys {sorted(unknown)}; allowed: name, vocab_size")
         name = raw.get("name")
-        if name not in TOKENIZER_NAMES:
+        from tinygpt.data.tokenizers import TOKENIZERS  # the registry of names (it imports this module's types)
+
+        if name not in TOKENIZERS:
             raise DataError(
-                f"data.tokenizer.name={name!r}: unknown tokenizer; choose one of {list(TOKENIZER_NAMES)}"
+                f"data.tokenizer.name={name!r}: unknown tokenizer; choose one of {list(TOKENIZERS)}"
             )
         vocab_size = raw.get("vocab_size")
         if name == "bpe":
@@ -82,7 +83,9 @@ class TokenizerConfig:
     @property
     def needs_fitting(self) -> bool:
         """char and bpe learn their vocabulary from the fit text; bytes and gpt2 are fixed in advance."""
-        return self.name in ("char", "bpe")
+        from tinygpt.data.tokenizers import TOKENIZERS
+
+        return TOKENIZERS[self.name].needs_fitting
 
 
 @dataclass(frozen=True)
@@ -159,6 +162,47 @@ class DataConfig:
                 f"{self.tokenizer.name} tokenizer is fitted on the train split, so the splits cannot be "
                 "defined by its tokens. Use data.split_unit=chars with it."
             )
+
+
+@dataclass
+class TokenizerSchema:
+    """data.tokenizer's types (TokenizerConfig.from_mapping checks the values)."""
+
+    name: str = "char"  # a name in tinygpt/data/tokenizers.py's TOKENIZERS
+    vocab_size: int | None = None  # bpe only
+
+
+@dataclass
+class DataSchema:
+    """The `data` group's schema (stored as data/schema, first in every conf/data/*.yaml's defaults): each key
+    typed, so a misspelled key or a wrong type fails at composition, naming it. The values here are the
+    settings every corpus shares, written once; DataConfig.from_any checks the values and the combinations."""
+
+    name: str = "???"
+    root: str | None = None  # the data root; null: $TINYGPT_DATA, else ~/.cache/tinygpt
+    corpus: str = "file"  # file | dir
+    path: str = "???"  # the file or directory, relative to the data root or absolute
+    glob: str | None = None  # dir corpora: the documents
+    # Held-out test: a file corpus holds out its last test_fraction; a directory corpus the listed
+    # test_documents, else a seeded (split_seed) choice of test_k documents. Read only when scored.
+    test_fraction: float = 0.1
+    test_documents: list[str] = field(default_factory=list)
+    test_k: int = 2
+    split_seed: int = 0
+    dev: str = "tail"  # tail | documents | none
+    dev_fraction: float = 0.1
+    dev_k: int = 10  # dev=documents only
+    split_unit: str = "chars"  # chars | tokens (tokens needs a tokenizer fixed in advance: bytes, gpt2)
+    batch_size: int = 32
+    eval_batch_size: int = 32
+    fraction: Any = 1.0  # a number in (0, 1] or quarter | half | full (parse_fraction)
+    tokenizer: TokenizerSchema = field(default_factory=TokenizerSchema)
+
+
+def register_data_schema() -> None:
+    from hydra.core.config_store import ConfigStore
+
+    ConfigStore.instance().store(group="data", name="schema", node=DataSchema)
 
 
 def _to_plain_dict(cfg: Any) -> dict:

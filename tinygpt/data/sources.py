@@ -9,6 +9,7 @@ corpora, which have no checksums and are never downloaded.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 
@@ -30,10 +31,11 @@ class NamedCorpus:
     path: str  # the file, or the directory of documents, relative to the data root
     glob: str | None  # dir corpora: the documents
     source: str  # one line for messages and docs
+    list_files: Callable[[], tuple[RemoteFile, ...]]  # its files and checksums (a function: the PEPs read a manifest)
 
     @property
     def files(self) -> tuple[RemoteFile, ...]:
-        return _CORPUS_FILES[self.name]()
+        return self.list_files()
 
 
 def _timemachine_files() -> tuple[RemoteFile, ...]:
@@ -76,8 +78,8 @@ def _peps_files() -> tuple[RemoteFile, ...]:
     )
 
 
-_CORPUS_FILES = {"timemachine": _timemachine_files, "shakespeare": _shakespeare_files, "peps": _peps_files}
-
+# data.name's named corpora (data/corpus.py checks names against these keys and GENERIC_CORPORA's). Adding a
+# corpus: an entry here, its files function above, and conf/data/<name>.yaml.
 NAMED_CORPORA: dict[str, NamedCorpus] = {
     "timemachine": NamedCorpus(
         "timemachine",
@@ -85,12 +87,15 @@ NAMED_CORPORA: dict[str, NamedCorpus] = {
         "timemachine/timemachine.txt",
         None,
         "H. G. Wells, The Time Machine (d2l's copy)",
+        _timemachine_files,
     ),
     "shakespeare": NamedCorpus(
-        "shakespeare", "file", "tinyshakespeare/input.txt", None, "tiny Shakespeare (karpathy/char-rnn)"
+        "shakespeare", "file", "tinyshakespeare/input.txt", None, "tiny Shakespeare (karpathy/char-rnn)",
+        _shakespeare_files,
     ),
     "peps": NamedCorpus(
-        "peps", "dir", "peps", "pep-*.rst", f"303 public-domain PEPs from python/peps@{PEPS_COMMIT[:12]}"
+        "peps", "dir", "peps", "pep-*.rst", f"303 public-domain PEPs from python/peps@{PEPS_COMMIT[:12]}",
+        _peps_files,
     ),
 }
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 import functools
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -271,15 +272,9 @@ def load_gpt2(encoder_json: str | Path, vocab_bpe: str | Path) -> ByteLevelBPETo
 def tokenizer_from_json(text: str) -> Tokenizer:
     payload = json.loads(text)
     kind = payload.get("kind")
-    if kind == "char":
-        return CharTokenizer(payload["chars"])
-    if kind == "bytes":
-        return BytesTokenizer()
-    if kind in ("bpe", "gpt2"):
-        from tokenizers import Tokenizer as HFTokenizer
-
-        return ByteLevelBPETokenizer(HFTokenizer.from_str(json.dumps(payload["hf"])), kind)
-    raise DataError(f"tokenizer JSON: unknown kind {kind!r}; expected one of char, bytes, bpe, gpt2")
+    if kind not in TOKENIZERS:
+        raise DataError(f"tokenizer JSON: unknown kind {kind!r}; expected one of {', '.join(TOKENIZERS)}")
+    return TOKENIZERS[kind].from_json(payload)
 
 
 def load_tokenizer(directory: str | Path) -> Tokenizer:
@@ -291,18 +286,45 @@ def load_tokenizer(directory: str | Path) -> Tokenizer:
 def build_tokenizer(config: TokenizerConfig, fit_texts: Sequence[str], root: DataRoot) -> Tokenizer:
     """The tokenizer a `data.tokenizer` config asks for: char and bpe are fitted on fit_texts (the train split
     only); gpt2 reads encoder.json and vocab.bpe from <root>/gpt2/ (downloaded there if missing)."""
-    if config.name == "char":
-        return CharTokenizer.fit(fit_texts)
-    if config.name == "bytes":
-        return BytesTokenizer()
-    if config.name == "bpe":
-        return train_bpe(fit_texts, config.vocab_size)
-    if config.name == "gpt2":
-        from tinygpt.data.download import ensure_files
-        from tinygpt.data.sources import GPT2_FILES
+    if config.name not in TOKENIZERS:
+        raise DataError(f"data.tokenizer.name={config.name!r}: unknown tokenizer; choose one of {list(TOKENIZERS)}")
+    return TOKENIZERS[config.name].build(config, fit_texts, root)
 
-        encoder_json, vocab_bpe = ensure_files(root, GPT2_FILES, "GPT-2's tokenizer")
-        return load_gpt2(encoder_json, vocab_bpe)
-    raise DataError(
-        f"data.tokenizer.name={config.name!r}: unknown tokenizer; choose char, bytes, bpe or gpt2"
-    )
+
+def _gpt2(config: TokenizerConfig, fit_texts: Sequence[str], root: DataRoot) -> Tokenizer:
+    from tinygpt.data.download import ensure_files
+    from tinygpt.data.sources import GPT2_FILES
+
+    encoder_json, vocab_bpe = ensure_files(root, GPT2_FILES, "GPT-2's tokenizer")
+    return load_gpt2(encoder_json, vocab_bpe)
+
+
+def _hf_from_json(kind: str) -> Callable[[dict], Tokenizer]:
+    def read(payload: dict) -> Tokenizer:
+        from tokenizers import Tokenizer as HFTokenizer
+
+        return ByteLevelBPETokenizer(HFTokenizer.from_str(json.dumps(payload["hf"])), kind)
+    return read
+
+
+@dataclass(frozen=True)
+class TokenizerKind:
+    """One `data.tokenizer.name`: how to build it for a run, how to read it back from tokenizer.json, and
+    whether it learns its vocabulary from the fit text (then the splits cannot be cut in its tokens)."""
+
+    build: Callable[[TokenizerConfig, Sequence[str], DataRoot], Tokenizer]
+    from_json: Callable[[dict], Tokenizer]
+    needs_fitting: bool
+
+
+# data.tokenizer.name's names and their kinds: TokenizerConfig checks against the keys, build_tokenizer and
+# tokenizer_from_json dispatch on them. Adding a tokenizer: its class above, an entry here, conf/data/tokenizer/.
+TOKENIZERS: dict[str, TokenizerKind] = {
+    "char": TokenizerKind(lambda c, texts, root: CharTokenizer.fit(texts),
+                          lambda payload: CharTokenizer(payload["chars"]), needs_fitting=True),
+    "bytes": TokenizerKind(lambda c, texts, root: BytesTokenizer(), lambda payload: BytesTokenizer(),
+                           needs_fitting=False),
+    "bpe": TokenizerKind(lambda c, texts, root: train_bpe(texts, c.vocab_size), _hf_from_json("bpe"),
+                         needs_fitting=True),
+    "gpt2": TokenizerKind(_gpt2, _hf_from_json("gpt2"), needs_fitting=False),
+}

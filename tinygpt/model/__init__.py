@@ -1,12 +1,12 @@
 """The GPT model: every architecture switch of the spec, chosen by config alone."""
 
-from .config import GPTConfig
-from .families import FAMILIES, build_model, config_from, family_of
-from .generate import generate
-from .gpt import GPT, GPTOutput
-from .kv_cache import KVCache, kv_cache_bytes_per_token
-from .lstm import CharLSTM, LSTMConfig
-from .params import build_on_meta, parameter_breakdown
+from tinygpt.model.config import GPTConfig
+from tinygpt.model.families import FAMILIES, build_model, config_from, family_of
+from tinygpt.model.generate import generate
+from tinygpt.model.gpt import GPT, GPTOutput
+from tinygpt.model.kv_cache import KVCache, kv_cache_bytes_per_token
+from tinygpt.model.lstm import CharLSTM, LSTMConfig
+from tinygpt.model.params import build_on_meta, parameter_breakdown
 
 __all__ = [
     "GPT",

@@ -6,10 +6,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .config import GPTConfig
-from .kv_cache import KVCache
-from .norm import RMSNorm
-from .position import apply_rope
+from tinygpt.model.config import GPTConfig
+from tinygpt.model.kv_cache import KVCache
+from tinygpt.model.norm import RMSNorm
+from tinygpt.model.position import apply_rope
 
 ATTENTION_IMPLS = ("sdpa", "explicit")
 
@@ -43,8 +43,9 @@ class CausalSelfAttention(nn.Module):
         self.k_norm = RMSNorm(self.head_dim, config.norm_eps) if config.qk_norm else None
 
     def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None = None,
-                cache: KVCache | None = None) -> torch.Tensor:
-        """x: (B, T, d). rope: cos and sin rows for x's positions, or None. cache: past keys and values."""
+                cache: KVCache | None = None, attn_bias: torch.Tensor | None = None) -> torch.Tensor:
+        """x: (B, T, d). rope: cos and sin rows for x's positions, or None. cache: past keys and values.
+        attn_bias: (n_heads, T, keys) added to the scores before the causal mask (ALiBi), or None."""
         B, T, _ = x.shape
         q = self.q_proj(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)
         k = self.k_proj(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)
@@ -54,7 +55,9 @@ class CausalSelfAttention(nn.Module):
         if rope is not None:  # values are never rotated: position decides who attends, not what is passed
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
         dropout_p = self.dropout if self.training else 0.0
-        if cache is None:
+        if attn_bias is not None:  # an additive bias: the causal mask joins it as -inf on the future
+            y = self._biased_attention(q, k, v, attn_bias, cache, dropout_p)
+        elif cache is None:
             k, v = self._repeat_kv(k), self._repeat_kv(v)
             if dropout_p > 0 and self.impl == "explicit":
                 y = explicit_causal_attention(q, k, v, dropout_p)
@@ -67,6 +70,19 @@ class CausalSelfAttention(nn.Module):
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=cache.mask, dropout_p=dropout_p,
                                                enable_gqa=self.n_kv_heads != self.n_heads)
         return self.out_proj(y.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim))
+
+    def _biased_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor,
+                          cache: KVCache | None, dropout_p: float) -> torch.Tensor:
+        """SDPA with a float mask: the bias where a query may look, -inf elsewhere (future or unwritten slots)."""
+        if cache is None:
+            T = q.shape[-2]
+            visible = torch.ones(T, T, dtype=torch.bool, device=q.device).tril_()
+        else:
+            k, v = cache.store(self.layer_index, k, v)
+            visible = cache.mask
+        mask = bias.to(q.dtype).masked_fill(~visible, float("-inf"))
+        k, v = self._repeat_kv(k), self._repeat_kv(v)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
 
     def _repeat_kv(self, t: torch.Tensor) -> torch.Tensor:
         """Line each key/value head up with its group of query heads: heads [a, b] become [a, a, b, b]."""

@@ -5,11 +5,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .attention import CausalSelfAttention
-from .config import GPTConfig
-from .kv_cache import KVCache
-from .mlp import MoE, make_mlp
-from .norm import make_norm
+from tinygpt.model.attention import CausalSelfAttention
+from tinygpt.model.config import GPTConfig
+from tinygpt.model.kv_cache import KVCache
+from tinygpt.model.mlp import make_mlp
+from tinygpt.model.norm import make_norm
 
 
 class Block(nn.Module):
@@ -23,21 +23,19 @@ class Block(nn.Module):
         self.drop = nn.Dropout(config.dropout)  # on each sublayer's output, before it reaches the stream
 
     def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None = None,
-                cache: KVCache | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The new stream, and the MLP's load-balancing loss (None unless it is a mixture of experts)."""
+                cache: KVCache | None = None, attn_bias: torch.Tensor | None = None,
+                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The new stream, and the MLP's auxiliary loss (None unless it has one: a mixture of experts).
+
+        rope and attn_bias come from the position encoding (tinygpt/model/position.py), each None if unused."""
         if not self.prenorm:  # the 2017 layout: add, then normalize
-            x = self.norm1(self.merge(x, self.drop(self.attention(x, rope, cache))))
-            y, aux_loss = self.feed_forward(x)
+            x = self.norm1(self.merge(x, self.drop(self.attention(x, rope, cache, attn_bias))))
+            y, aux_loss = self.mlp(x)
             return self.norm2(self.merge(x, self.drop(y))), aux_loss
-        x = self.merge(x, self.drop(self.attention(self.norm1(x), rope, cache)))
-        y, aux_loss = self.feed_forward(self.norm2(x))
+        x = self.merge(x, self.drop(self.attention(self.norm1(x), rope, cache, attn_bias)))
+        y, aux_loss = self.mlp(self.norm2(x))
         return self.merge(x, self.drop(y)), aux_loss
 
     def merge(self, stream: torch.Tensor, update: torch.Tensor) -> torch.Tensor:
         """Add a sublayer's output to the residual stream, or (residual=False) replace the stream by it."""
         return stream + update if self.residual else update
-
-    def feed_forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        if isinstance(self.mlp, MoE):
-            return self.mlp(x)
-        return self.mlp(x), None

@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-POSITIONS = ("rope", "learned", "none", "sinusoidal")
-NORMS = ("layernorm", "rmsnorm")
-MLPS = ("gelu", "swiglu", "moe")
+from tinygpt.model.mlp import MLPS
+from tinygpt.model.norm import NORMS
+from tinygpt.model.position import POSITIONS
 
 
 @dataclass
@@ -23,13 +23,13 @@ class GPTConfig:
     n_heads: int = 4
     n_kv_heads: int | None = None  # None = n_heads (plain multi-head); 1 = MQA; in between = GQA
     head_dim: int | None = None  # None = d_model // n_heads; may differ, as in Qwen3
-    position: str = "rope"  # rope | learned | none | sinusoidal
+    position: str = "rope"  # a name in model/position.py's POSITIONS: rope | learned | none | sinusoidal | alibi
     rope_base: float = 10000.0
-    norm: str = "rmsnorm"  # layernorm | rmsnorm
+    norm: str = "rmsnorm"  # a name in tinygpt/model/norm.py's NORMS: layernorm | rmsnorm
     norm_eps: float = 1e-5
     prenorm: bool = True  # False: the 2017 post-norm layout (add, then normalize)
     residual: bool = True  # False: each sublayer replaces the stream (003's collapse experiment)
-    mlp: str = "swiglu"  # gelu | swiglu | moe
+    mlp: str = "swiglu"  # a name in tinygpt/model/mlp.py's MLPS: gelu | swiglu | moe
     mlp_hidden: int | None = None  # None = 4*d_model for gelu, int(8*d_model/3) for swiglu and moe experts
     n_experts: int = 8
     top_k: int = 2
@@ -57,12 +57,7 @@ class GPTConfig:
         if self.n_kv_heads is not None:
             _require(self.n_heads % self.n_kv_heads == 0, "n_kv_heads", self.n_kv_heads,
                      f"a divisor of n_heads={self.n_heads} (each group of query heads shares one KV head)")
-        if self.position == "rope":
-            _require(self.resolved_head_dim % 2 == 0, "head_dim", self.resolved_head_dim,
-                     "an even number with position=rope (RoPE rotates pairs of dimensions)")
-        if self.position == "sinusoidal":
-            _require(self.d_model % 2 == 0, "d_model", self.d_model,
-                     "an even number with position=sinusoidal (sine and cosine pairs)")
+        POSITIONS[self.position].check(self)  # what the encoding needs (RoPE: an even head_dim)
         _require(self.top_k <= self.n_experts, "top_k", self.top_k, f"at most n_experts={self.n_experts}")
         _require(0.0 <= self.dropout < 1.0, "dropout", self.dropout, "a probability in [0, 1)")
         for name in ("rope_base", "norm_eps", "init_std"):

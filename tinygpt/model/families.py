@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .config import GPTConfig
-from .gpt import GPT
-from .lstm import CharLSTM, LSTMConfig
+from tinygpt.model.config import GPTConfig
+from tinygpt.model.gpt import GPT
+from tinygpt.model.lstm import CharLSTM, LSTMConfig
 
 FAMILIES: dict[str, tuple[type, type]] = {"gpt": (GPTConfig, GPT), "lstm": (LSTMConfig, CharLSTM)}
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from .gpt import GPT
-from .kv_cache import KVCache
+from tinygpt.model.gpt import GPT
+from tinygpt.model.kv_cache import KVCache
 
 
 def generate(model: GPT, prompt: torch.Tensor, max_new_tokens: int, *, temperature: float = 1.0,

@@ -8,11 +8,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .block import Block
-from .config import GPTConfig
-from .kv_cache import KVCache
-from .norm import LayerNorm, RMSNorm, make_norm
-from .position import LearnedPositions, SinusoidalPositions, rope_angles
+from tinygpt.model.block import Block
+from tinygpt.model.config import GPTConfig
+from tinygpt.model.kv_cache import KVCache
+from tinygpt.model.norm import NORM_TYPES, make_norm
+from tinygpt.model.position import POSITIONS
 
 
 class GPTOutput(NamedTuple):
@@ -29,18 +29,9 @@ class GPT(nn.Module):
                 "tokenizer's vocabulary size (a positive integer), e.g. model.vocab_size=148")
         self.config = config
         self.token_embedding = nn.Embedding(config.vocab_size, config.d_model)
-        self.position_embedding: nn.Module | None = None
-        if config.position == "learned":
-            self.position_embedding = LearnedPositions(config.context_length, config.d_model)
-        elif config.position == "sinusoidal":
-            self.position_embedding = SinusoidalPositions(config.context_length, config.d_model)
-        self.use_rope = config.position == "rope"
-        if self.use_rope:
-            cos, sin = rope_angles(config.resolved_head_dim, config.context_length, config.rope_base)
-            # Buffers move with .to(device) but are not trained; persistent=False keeps them out of
-            # checkpoints, since they can always be recomputed (000).
-            self.register_buffer("rope_cos", cos, persistent=False)
-            self.register_buffer("rope_sin", sin, persistent=False)
+        # the encoding model.position names (tinygpt/model/position.py); only the learned table has parameters,
+        # saved as position_embedding.table.weight
+        self.position_embedding = POSITIONS[config.position](config)
         self.blocks = nn.ModuleList(Block(config, i) for i in range(config.n_layers))
         self.final_norm = make_norm(config.norm, config.d_model, config.norm_eps, config.bias)
         # Tied: the unembedding is the embedding table, transposed (Press and Wolf, 2017); never a bias.
@@ -55,7 +46,7 @@ class GPT(nn.Module):
             nn.init.normal_(module.weight, mean=0.0, std=self.config.init_std)
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
-        if isinstance(module, (LayerNorm, RMSNorm)):
+        if isinstance(module, NORM_TYPES):
             nn.init.ones_(module.weight)
             if getattr(module, "bias", None) is not None:
                 nn.init.zeros_(module.bias)
@@ -69,6 +60,11 @@ class GPT(nn.Module):
     def head_weight(self) -> torch.Tensor:
         """The unembedding matrix (V, d): the head's weight, or the embedding table when tied."""
         return self.lm_head.weight if self.lm_head is not None else self.token_embedding.weight
+
+    @property
+    def has_aux_loss(self) -> bool:
+        """Whether features() can return a non-zero auxiliary loss (an MLP with one, e.g. a mixture of experts)."""
+        return any(block.mlp.has_aux_loss for block in self.blocks)
 
     # no GPT head has a bias (tied or not); the LSTM's has one. Every family offers both (module.py reads them)
     head_bias = None
@@ -84,12 +80,16 @@ class GPT(nn.Module):
             limit = self.config.context_length
             raise ValueError(f"input of {T} tokens is longer than context_length={limit}")
         x = self.token_embedding(idx)
-        if self.position_embedding is not None:
-            x = x + self.position_embedding(torch.arange(start, start + T, device=idx.device))
-        rope = (self.rope_cos[start:start + T], self.rope_sin[start:start + T]) if self.use_rope else None
+        positions = self.position_embedding
+        table = positions.embeddings(start, T, idx.device)
+        if table is not None:
+            x = x + table
+        rope = positions.rotary(start, T)
+        # with a cache, attention runs over the cache's whole fixed-length buffer of keys
+        attn_bias = positions.attention_bias(start, T, T if cache is None else cache.context_length)
         aux_losses = []
         for block in self.blocks:
-            x, aux_loss = block(x, rope, cache)
+            x, aux_loss = block(x, rope, cache, attn_bias)
             if aux_loss is not None:
                 aux_losses.append(aux_loss)
         if cache is not None:

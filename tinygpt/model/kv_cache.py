@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from .config import GPTConfig
+from tinygpt.model.config import GPTConfig
 
 
 class KVCache:

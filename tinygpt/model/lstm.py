@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .gpt import GPTOutput
+from tinygpt.model.gpt import GPTOutput
 
 
 @dataclass
@@ -78,6 +78,8 @@ class CharLSTM(nn.Module):
                             dropout=config.dropout if config.n_layers > 1 else 0.0)
         self.drop = nn.Dropout(config.dropout)
         self.head = nn.Linear(config.d_model, config.vocab_size)
+
+    has_aux_loss = False  # features() returns a zero auxiliary loss, as the GPT's interface asks
 
     def new_cache(self, batch_size: int) -> LSTMState:
         """An empty state for generation (tinygpt.model.generate asks a model for its cache this way)."""

@@ -1,12 +1,22 @@
-"""The feed-forward sublayers: GPT-2's GELU MLP, SwiGLU, and a mixture of SwiGLU experts (000)."""
+"""The feed-forward sublayers, GPT-2's GELU MLP, SwiGLU and a mixture of SwiGLU experts (000), and MLPS: the
+registry `model.mlp` names.
+
+Every MLP returns (output, auxiliary loss or None), so the block and the training loop treat a mixture of
+experts like any other MLP; `has_aux_loss` says whether the second item is ever a tensor (it decides whether
+training logs train/moe_aux_loss).
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .config import GPTConfig
+if TYPE_CHECKING:
+    from tinygpt.model.config import GPTConfig
 
 
 class GeluMLP(nn.Module):
@@ -17,9 +27,11 @@ class GeluMLP(nn.Module):
         self.fc = nn.Linear(d, hidden, bias=bias)
         self.proj = nn.Linear(hidden, d, bias=bias)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    has_aux_loss = False
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, None]:
         # GPT-2 (and chapter 4's GELU class) use the tanh approximation.
-        return self.proj(F.gelu(self.fc(x), approximate="tanh"))
+        return self.proj(F.gelu(self.fc(x), approximate="tanh")), None
 
 
 class SwiGLU(nn.Module):
@@ -35,8 +47,10 @@ class SwiGLU(nn.Module):
         self.up = nn.Linear(d, hidden, bias=False)
         self.down = nn.Linear(hidden, d, bias=False)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down(F.silu(self.gate(x)) * self.up(x))
+    has_aux_loss = False
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return self.down(F.silu(self.gate(x)) * self.up(x)), None
 
 
 def route(router_logits: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -71,6 +85,8 @@ class MoE(nn.Module):
         self.experts = nn.ModuleList(SwiGLU(d, hidden) for _ in range(n_experts))
         self.top_k = top_k
 
+    has_aux_loss = True
+
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """x: (..., d). Returns the mixed output, shaped like x, and the load-balancing loss (unweighted)."""
         flat = x.reshape(-1, x.shape[-1])
@@ -80,17 +96,20 @@ class MoE(nn.Module):
         # Dispatch by expert: each expert runs once, on all the tokens that chose it (in either slot).
         for e, expert in enumerate(self.experts):
             rows, slot = (chosen == e).nonzero(as_tuple=True)
-            contribution = weights[rows, slot, None].type_as(flat) * expert(flat[rows])
+            contribution = weights[rows, slot, None].type_as(flat) * expert(flat[rows])[0]
             out = out.index_add(0, rows, contribution)
         return out.view_as(x), load_balancing_loss(router_logits, chosen, len(self.experts))
 
 
+# model.mlp's names and their builders: GPTConfig checks against the keys, the block builds from the values.
+MLPS: dict[str, Callable[[GPTConfig], nn.Module]] = {
+    "gelu": lambda c: GeluMLP(c.d_model, c.resolved_mlp_hidden, bias=c.bias),
+    "swiglu": lambda c: SwiGLU(c.d_model, c.resolved_mlp_hidden),
+    "moe": lambda c: MoE(c.d_model, c.resolved_mlp_hidden, c.n_experts, c.top_k),
+}
+
+
 def make_mlp(config: GPTConfig) -> nn.Module:
-    hidden = config.resolved_mlp_hidden
-    if config.mlp == "gelu":
-        return GeluMLP(config.d_model, hidden, bias=config.bias)
-    if config.mlp == "swiglu":
-        return SwiGLU(config.d_model, hidden)
-    if config.mlp == "moe":
-        return MoE(config.d_model, hidden, config.n_experts, config.top_k)
-    raise ValueError(f"mlp={config.mlp!r} is not allowed: must be one of gelu, swiglu, moe")
+    if config.mlp not in MLPS:
+        raise ValueError(f"mlp={config.mlp!r} is not allowed: must be one of {', '.join(MLPS)}")
+    return MLPS[config.mlp](config)

@@ -1,24 +1,16 @@
-"""Layer norm and RMSNorm (000, "Normalizing without the mean")."""
+"""The norms (000, "Normalizing without the mean"), and NORMS: the registry `model.norm` names.
+
+Layer norm is torch's own `nn.LayerNorm` (its `bias=False` gives GPT-2-without-biases' shift-free norm; the
+parameter names, weight and bias, are what checkpoints have always held). RMSNorm is written here: torch's
+`nn.RMSNorm` computes the statistic in the input's dtype, and ours takes it in float32 for bf16 runs.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
-import torch.nn.functional as F
 from torch import nn
-
-
-class LayerNorm(nn.Module):
-    """Subtract the mean, divide by the (biased) standard deviation, then scale and, if `bias`, shift."""
-
-    def __init__(self, d: int, eps: float = 1e-5, bias: bool = True):
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(d))
-        self.bias = nn.Parameter(torch.zeros(d)) if bias else None
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # F.layer_norm computes exactly weight * (x - mean) / sqrt(var + eps) + bias, in one fused kernel.
-        return F.layer_norm(x, (x.shape[-1],), self.weight, self.bias, self.eps)
 
 
 class RMSNorm(nn.Module):
@@ -36,10 +28,17 @@ class RMSNorm(nn.Module):
         return self.weight * (x32 / rms).type_as(x)
 
 
+# model.norm's names and their builders (d, eps, bias): `bias` only affects layer norm, since RMSNorm has no
+# shift by definition. GPTConfig checks against the keys; make_norm builds from the values.
+NORMS: dict[str, Callable[[int, float, bool], nn.Module]] = {
+    "layernorm": lambda d, eps, bias: nn.LayerNorm(d, eps, bias=bias),
+    "rmsnorm": lambda d, eps, bias: RMSNorm(d, eps),
+}
+NORM_TYPES = (nn.LayerNorm, RMSNorm)  # what a norm module is: their gains count as "norms", start at 1
+
+
 def make_norm(kind: str, d: int, eps: float, bias: bool) -> nn.Module:
-    """The configured norm; `bias` only affects layer norm, since RMSNorm has no shift by definition."""
-    if kind == "layernorm":
-        return LayerNorm(d, eps, bias=bias)
-    if kind == "rmsnorm":
-        return RMSNorm(d, eps)
-    raise ValueError(f"norm={kind!r} is not allowed: must be one of layernorm, rmsnorm")
+    """The configured norm."""
+    if kind not in NORMS:
+        raise ValueError(f"norm={kind!r} is not allowed: must be one of {', '.join(NORMS)}")
+    return NORMS[kind](d, eps, bias)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .config import GPTConfig
-from .gpt import GPT
-from .norm import LayerNorm, RMSNorm
+from tinygpt.model.config import GPTConfig
+from tinygpt.model.gpt import GPT
+from tinygpt.model.norm import NORM_TYPES
 
 GROUPS = ("embedding", "position", "attention", "mlp", "norms", "output head")
 
@@ -36,7 +36,7 @@ def parameter_breakdown(model: GPT) -> dict[str, int]:
 
 
 def _group_of(module_name: str, module: nn.Module) -> str:
-    if isinstance(module, (LayerNorm, RMSNorm)):
+    if isinstance(module, NORM_TYPES):
         return "norms"
     top = module_name.split(".")[0]
     if top == "token_embedding":

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from hydra.core.config_store import ConfigStore
 
-from .config import GPTConfig
-from .lstm import LSTMConfig
+from tinygpt.model.config import GPTConfig
+from tinygpt.model.lstm import LSTMConfig
 
 
 def register_model_schema() -> None:

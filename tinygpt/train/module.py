@@ -72,7 +72,7 @@ class GPTModule(L.LightningModule):
         sync = self.trainer.world_size > 1
         self.log("train/loss", loss, prog_bar=True, sync_dist=sync)
         self.log("train/loss_bits", loss / LN2, sync_dist=sync)
-        if getattr(self.model_config, "mlp", None) == "moe":
+        if self.model.has_aux_loss:
             self.log("train/moe_aux_loss", aux_loss)
         self.log("train/lr", self.lr_schedulers().get_last_lr()[0])
         return loss + aux_loss

@@ -28,7 +28,7 @@ from tinygpt.train.optim import OptimConfig
 from tinygpt.train.record import RunRecord
 from tinygpt.train.runlock import RunFolderBusy, lock_run
 from tinygpt.train.sampling import TextSampler
-from tinygpt.train.schema import validate_run_config
+from tinygpt.train.schema import RunConfig, validate_run_config
 from tinygpt.train.speed import SpeedMonitor
 from tinygpt.train.speedups import SpeedConfig
 
@@ -55,27 +55,27 @@ def hparams(cfg: DictConfig, config: GPTConfig, optim: OptimConfig) -> dict:
     }
 
 
-def build_callbacks(cfg, run_dir: Path, module: GPTModule, datamodule, record: RunRecord) -> list:
+def build_callbacks(cfg, run: RunConfig, run_dir: Path, module: GPTModule, datamodule, record: RunRecord) -> list:
     ckpt_dir = checkpoints_dir(run_dir)
     callbacks = [
         # last.ckpt: the full training state, for resume; after the validation of a scoring step, at the end,
         # and on SIGINT/SIGTERM (tinygpt/train/last_checkpoint.py)
-        LastCheckpoint(ckpt_dir, cfg.checkpoint.every_n_steps, cfg.trainer.val_check_interval, datamodule.has_dev),
+        LastCheckpoint(ckpt_dir, run.checkpoint.every_n_steps, cfg.trainer.val_check_interval, datamodule.has_dev),
         OptimizerStepAxis(),
         SpeedMonitor(families.flops_per_token(module.model),
-                     peak_flops=cfg.speed.peak_flops.get(str(cfg.trainer.precision))),
-        TextSampler(datamodule.tokenizer, cfg.sample.prompt, cfg.sample.max_new_tokens,
-                    cfg.sample.temperature, cfg.sample.top_k, cfg.seed),
+                     peak_flops=run.speed.peak_flops.get(str(cfg.trainer.precision))),
+        TextSampler(datamodule.tokenizer, run.sample.prompt, run.sample.max_new_tokens,
+                    run.sample.temperature, run.sample.top_k, run.seed),
         record,
     ]
-    if cfg.diagnostics.collapse_steps:
-        callbacks.append(CollapseDiagnostics(list(cfg.diagnostics.collapse_steps), record))
-    if cfg.checkpoint.keep_every_n_steps:
+    if run.diagnostics.collapse_steps:
+        callbacks.append(CollapseDiagnostics(list(run.diagnostics.collapse_steps), record))
+    if run.checkpoint.keep_every_n_steps:
         # kept checkpoints at the scoring steps: weights only, for evaluate.py and generate.py. monitor="step"
         # keeps them all and gives this callback its own state key beside the last.ckpt one
         callbacks.append(ModelCheckpoint(dirpath=ckpt_dir, filename=KEPT_CHECKPOINT, auto_insert_metric_name=False,
                                          monitor="step", mode="max", save_top_k=-1, save_weights_only=True,
-                                         every_n_train_steps=cfg.checkpoint.keep_every_n_steps))
+                                         every_n_train_steps=run.checkpoint.keep_every_n_steps))
     return callbacks
 
 
@@ -84,15 +84,15 @@ def in_multirun() -> bool:
 
 
 def train(cfg: DictConfig, run_dir: str | Path) -> dict:
-    validate_run_config(cfg)  # every setting outside model and data, before anything is written
+    run = validate_run_config(cfg)  # every setting outside model and data, typed, before anything is written
     cfg = apply_placement(cfg)  # sweep jobs: the GPU leased to this job; no multi-device jobs (tinygpt/launch)
     # progress: a bar on a terminal, one line every N steps in a log (tinygpt/train/console.py); checked first
-    progress = ([progress_callback(cfg.progress.style, cfg.progress.every_n_steps)]
+    progress = ([progress_callback(run.progress.style, run.progress.every_n_steps)]
                 if cfg.trainer.enable_progress_bar else [])
     silence_third_party_tips()
     run_dir = Path(run_dir)
     if rank_zero_only.rank != 0:  # the other ranks of a DDP run: the same run, rank 0 holds its lock
-        return _train(cfg, run_dir, progress)
+        return _train(cfg, run, run_dir, progress)
     try:
         lock = lock_run(run_dir)
     except RunFolderBusy as busy:
@@ -102,27 +102,27 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict:
         print(f"[tinygpt] skipping this job: {busy}", flush=True)
         return read_record(run_dir) or {"status": "running elsewhere", "run_dir": str(run_dir)}
     with lock:
-        return _train(cfg, run_dir, progress)
+        return _train(cfg, run, run_dir, progress)
 
 
-def _train(cfg: DictConfig, run_dir: Path, progress: list) -> dict:
+def _train(cfg: DictConfig, run: RunConfig, run_dir: Path, progress: list) -> dict:
     previous = read_record(run_dir)
-    if cfg.resume == "auto" and not cfg.ckpt_path and previous and previous.get("status") == "finished":
+    if run.resume == "auto" and not run.ckpt_path and previous and previous.get("status") == "finished":
         print(f"[tinygpt] {run_dir} already finished (best dev bpb {previous.get('best', {}).get(DEV_BITS_PER_BYTE)}); "
               "skipping. Use resume=never to train it again.")
         return previous
-    ckpt_path = resume_path(run_dir, cfg.resume, cfg.ckpt_path)
-    if cfg.resume == "never" and checkpoints_dir(run_dir).exists() and not cfg.ckpt_path:
+    ckpt_path = resume_path(run_dir, run.resume, run.ckpt_path)
+    if run.resume == "never" and checkpoints_dir(run_dir).exists() and not run.ckpt_path:
         raise FileExistsError(f"{checkpoints_dir(run_dir)} already holds checkpoints and resume=never: "
                               "pick another output dir rather than overwrite them")
 
-    L.seed_everything(cfg.seed, workers=True)
-    datamodule = TextDataModule(cfg.data, context_length=cfg.model.context_length, seed=cfg.seed)
+    L.seed_everything(run.seed, workers=True)
+    datamodule = TextDataModule(cfg.data, context_length=cfg.model.context_length, seed=run.seed)
     datamodule.setup("fit")
     for line in datamodule.summary_lines():
         print(f"[tinygpt] {line}")
     config = model_config(cfg, datamodule.vocab_size)
-    optim = OptimConfig.from_omegaconf(cfg.optim)
+    optim = run.optim
     resume_step = 0
     if ckpt_path:  # the checkpoint must fit this run before anything in the folder changes
         checkpoint = read_checkpoint(ckpt_path)
@@ -131,9 +131,9 @@ def _train(cfg: DictConfig, run_dir: Path, progress: list) -> dict:
         resume_step = int(checkpoint.get("global_step", 0))
         del checkpoint
 
-    L.seed_everything(cfg.seed, workers=True)  # model init depends on the seed alone, not on data setup
+    L.seed_everything(run.seed, workers=True)  # model init depends on the seed alone, not on data setup
     module = GPTModule(vars(config), vars(optim), cfg.trainer.max_steps, datamodule.tokenizer.to_json(),
-                       speed=vars(SpeedConfig.from_node(cfg.speed)))
+                       speed=vars(SpeedConfig.from_node(vars(run.speed))))
     n_params = module.model.num_parameters()
     print(f"[tinygpt] model: {n_params:,} parameters; run dir: {run_dir}")
 
@@ -144,8 +144,8 @@ def _train(cfg: DictConfig, run_dir: Path, progress: list) -> dict:
     # a resumed run continues its CSV and TensorBoard histories from the checkpoint's step (tinygpt/train/logs.py)
     loggers = [instantiate(logger, save_dir=str(run_dir), **resume_kwargs(logger._target_, resume_step))
                for logger in cfg.logger.values()]
-    trainer = L.Trainer(**OmegaConf.to_container(cfg.trainer, resolve=True),
-                        logger=loggers, callbacks=build_callbacks(cfg, run_dir, module, datamodule, record) + progress,
+    callbacks = build_callbacks(cfg, run, run_dir, module, datamodule, record) + progress
+    trainer = L.Trainer(**OmegaConf.to_container(cfg.trainer, resolve=True), logger=loggers, callbacks=callbacks,
                         default_root_dir=str(run_dir), max_epochs=-1, num_sanity_val_steps=0,
                         gradient_clip_val=optim.grad_clip, plugins=[AtomicCheckpointIO()])
     for logger in loggers:

@@ -12,7 +12,7 @@ or a wrong type fails at composition, before a multirun creates its folder.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
@@ -84,6 +84,57 @@ class StepsConfig:
                 "a positive integer (validate every N optimizer steps)")
 
 
+@dataclass
+class ProgressConfig:
+    """What the console shows while training; values are checked by tinygpt/train/console.py."""
+
+    style: str = "auto"
+    every_n_steps: int = 10
+
+
+@dataclass
+class DiagnosticsConfig:
+    collapse_steps: list[int] = field(default_factory=list)
+
+
+@dataclass
+class SpeedSchema:
+    """The `speed` node's types; tinygpt/train/speedups.py's SpeedConfig checks the switches' values, and
+    peak_flops (FLOP/s per trainer.precision) is MFU's denominator (tinygpt/train/speed.py)."""
+
+    loss: str = "chunked"
+    loss_chunk: int | None = None
+    attention: str = "explicit"
+    compile: bool = False
+    optimizer: str = "fused"
+    peak_flops: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class RunConfig:
+    """The schema of conf/train.yaml (stored as ``run_schema``, first in its defaults list): every top-level key
+    typed, so ``seed=abc``, ``sample.top_kk=3`` or ``+lr_peak=1`` fails at composition naming the key. The groups
+    (model, data, optim) have their own schemas in their own defaults lists; trainer and logger are passed to
+    Lightning as written (``+trainer.<arg>=...`` adds any Trainer argument)."""
+
+    name: str = "default"
+    seed: int = 0
+    lr: float = 1e-3
+    resume: str = "auto"
+    ckpt_path: str | None = None
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    sample: SampleConfig = field(default_factory=SampleConfig)
+    progress: ProgressConfig = field(default_factory=ProgressConfig)
+    diagnostics: DiagnosticsConfig = field(default_factory=DiagnosticsConfig)
+    speed: SpeedSchema = field(default_factory=SpeedSchema)
+    sweep: SweepConfig = field(default_factory=SweepConfig)
+    model: Any = None
+    data: Any = None
+    optim: Any = None
+    trainer: Any = None
+    logger: Any = None
+
+
 def _typed(cls, node: Any, prefix: str):
     """``node`` merged onto ``cls``'s schema: unknown keys and wrong types fail naming ``prefix.key``."""
     from omegaconf.errors import OmegaConfBaseException
@@ -98,28 +149,46 @@ def _typed(cls, node: Any, prefix: str):
         raise ConfigError(f"{prefix}.{key}: {detail}" if key else f"{prefix}: {detail}") from None
 
 
-def validate_run_config(cfg: DictConfig) -> None:
-    """Every setting outside model and data, checked; raises ValueError naming the first bad field."""
+def validate_run_config(cfg: DictConfig) -> RunConfig:
+    """Every setting outside model and data, checked; raises ValueError naming the first bad field.
+
+    Returns the run's typed settings: the code reads these objects, not the raw config (model, data, trainer
+    and logger stay nodes here: the model and data have their own typed readers, the Trainer takes its node)."""
     from tinygpt.train.optim import OptimConfig
 
+    unknown = sorted(set(cfg) - set(RunConfig.__dataclass_fields__) - {"hydra"})
+    if unknown:  # a key force-added with +key=... (composition rejects the others)
+        raise ConfigError(f"{unknown[0]} is not a setting: the top-level keys are "
+                          f"{', '.join(RunConfig.__dataclass_fields__)} (tinygpt/train/schema.py's RunConfig)")
     seed = cfg.seed
     require(_is_int(seed) and 0 <= seed < SEED_LIMIT, "seed", seed, f"an integer in [0, {SEED_LIMIT})")
     _typed(StepsConfig, {"max_steps": cfg.trainer.max_steps, "val_check_interval": cfg.trainer.val_check_interval},
            "trainer")
-    _typed(CheckpointConfig, cfg.checkpoint, "checkpoint")
-    _typed(SampleConfig, cfg.sample, "sample")
-    if "sweep" in cfg:
-        _typed(SweepConfig, cfg.sweep, "sweep")
-    _typed(OptimConfig, cfg.optim, "optim")
-    if "speed" in cfg:
-        from tinygpt.train.speedups import SpeedConfig
+    run = RunConfig(
+        name=cfg.get("name", "default"), seed=seed, lr=cfg.get("lr", 1e-3), resume=cfg.get("resume", "auto"),
+        ckpt_path=cfg.get("ckpt_path"),
+        checkpoint=_typed(CheckpointConfig, cfg.checkpoint, "checkpoint"),
+        sample=_typed(SampleConfig, cfg.sample, "sample"),
+        progress=_typed(ProgressConfig, cfg.get("progress", {}), "progress"),
+        diagnostics=_typed(DiagnosticsConfig, cfg.get("diagnostics", {}), "diagnostics"),
+        speed=_typed(SpeedSchema, cfg.get("speed", {}), "speed"),
+        sweep=_typed(SweepConfig, cfg.get("sweep", {}), "sweep"),
+        model=cfg.model, data=cfg.data, optim=_typed(OptimConfig, cfg.optim, "optim"), trainer=cfg.trainer,
+        logger=cfg.get("logger"),
+    )
+    from tinygpt.train.speedups import SpeedConfig
 
-        try:
-            SpeedConfig.from_node(cfg.speed)
-        except ValueError as err:
-            raise ConfigError(str(err)) from None
+    try:
+        SpeedConfig.from_node(vars(run.speed))
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    return run
 
 
 def register_run_schemas() -> None:
-    """The sweep group's schema (conf/sweep/default.yaml lists it first in its defaults)."""
+    """The train config's schema (conf/train.yaml), the sweep and optim groups' (their defaults list them first)."""
+    from tinygpt.train.optim import OptimConfig
+
+    ConfigStore.instance().store(name="run_schema", node=RunConfig)
     ConfigStore.instance().store(group="sweep", name="schema", node=SweepConfig)
+    ConfigStore.instance().store(group="optim", name="schema", node=OptimConfig)

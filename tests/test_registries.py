@@ -1,0 +1,106 @@
+"""One registry per switch: the allowed names, the error listing them and the dispatch all come from it.
+
+Each test registers a new name (monkeypatched, so the registry is restored) and checks that the config accepts
+it, the builder dispatches to it, and a bad name's error lists it: a second list of names anywhere would fail.
+"""
+
+import pytest
+import torch
+from torch import nn
+
+from tinygpt.data.config import DataConfig, TokenizerConfig
+from tinygpt.data.errors import DataError
+from tinygpt.data.sources import NAMED_CORPORA
+from tinygpt.data.tokenizers import TOKENIZERS, BytesTokenizer, TokenizerKind, tokenizer_from_json
+from tinygpt.model import FAMILIES, GPT, GPTConfig, build_model, family_of
+from tinygpt.model.mlp import MLPS
+from tinygpt.model.norm import NORMS
+from tinygpt.model.position import POSITIONS, Positions
+from tinygpt.train.optim import OptimConfig
+from tinygpt.train.schedules import SCHEDULES, lr_multiplier
+
+SMALL = dict(vocab_size=11, context_length=8, d_model=16, n_layers=1, n_heads=2)
+
+
+class ShiftPositions(Positions):
+    """A toy encoding: adds 1 to every embedding (enough to see the GPT used it)."""
+
+    def embeddings(self, start, n, device):
+        return torch.ones(n, 1, device=device)
+
+
+def test_position_registry_gives_names_errors_and_dispatch(monkeypatch):
+    monkeypatch.setitem(POSITIONS, "shift", ShiftPositions)
+    model = GPT(GPTConfig(**SMALL, position="shift"))
+    assert isinstance(model.position_embedding, ShiftPositions)
+    with pytest.raises(ValueError, match="rope, learned, none, sinusoidal, alibi, shift"):
+        GPTConfig(**SMALL, position="xpos")
+
+
+def test_norm_registry_gives_names_errors_and_dispatch(monkeypatch):
+    monkeypatch.setitem(NORMS, "identity", lambda d, eps, bias: nn.Identity())
+    assert isinstance(GPT(GPTConfig(**SMALL, norm="identity")).final_norm, nn.Identity)
+    assert isinstance(GPT(GPTConfig(**SMALL, norm="layernorm")).final_norm, nn.LayerNorm)
+    with pytest.raises(ValueError, match="norm='batch' is not allowed: must be one of layernorm, rmsnorm, identity"):
+        GPTConfig(**SMALL, norm="batch")
+
+
+class ZeroMLP(nn.Module):
+    has_aux_loss = True
+
+    def forward(self, x):
+        return torch.zeros_like(x), x.new_tensor(2.0)
+
+
+def test_mlp_registry_gives_names_errors_and_dispatch_and_every_mlp_returns_an_aux_loss(monkeypatch):
+    monkeypatch.setitem(MLPS, "zero", lambda config: ZeroMLP())
+    model = GPT(GPTConfig(**SMALL, mlp="zero", moe_aux_loss_weight=0.5))
+    assert model.has_aux_loss and model(torch.zeros(1, 4, dtype=torch.long)).aux_loss.item() == 1.0  # 0.5 × 2
+    assert not GPT(GPTConfig(**SMALL, mlp="gelu")).has_aux_loss
+    with pytest.raises(ValueError, match="mlp='relu' is not allowed: must be one of gelu, swiglu, moe, zero"):
+        GPTConfig(**SMALL, mlp="relu")
+
+
+def test_schedule_registry_gives_names_errors_and_dispatch(monkeypatch):
+    monkeypatch.setitem(SCHEDULES, "half", lambda step, warmup, total, floor, decay: 0.5)
+    OptimConfig(schedule="half")
+    assert lr_multiplier(9, schedule="half", warmup_steps=2, total_steps=20) == 0.5
+    assert lr_multiplier(0, schedule="half", warmup_steps=2, total_steps=20) == 0.5  # warmup: step 1 of 2
+    with pytest.raises(ValueError, match="constant, cosine, linear, wsd, half"):
+        OptimConfig(schedule="step")
+    with pytest.raises(ValueError, match="constant, cosine, linear, wsd, half"):
+        lr_multiplier(0, schedule="step", warmup_steps=2, total_steps=20)
+
+
+def test_tokenizer_registry_gives_names_errors_and_dispatch(monkeypatch):
+    monkeypatch.setitem(TOKENIZERS, "raw", TokenizerKind(lambda c, t, r: BytesTokenizer(),
+                                                         lambda payload: BytesTokenizer(), needs_fitting=True))
+    assert TokenizerConfig.from_mapping({"name": "raw"}).needs_fitting
+    assert isinstance(tokenizer_from_json('{"kind": "raw"}'), BytesTokenizer)
+    with pytest.raises(DataError, match=r"\['char', 'bytes', 'bpe', 'gpt2', 'raw'\]"):
+        TokenizerConfig.from_mapping({"name": "wordpiece"})
+    with pytest.raises(DataError, match="char, bytes, bpe, gpt2, raw"):
+        tokenizer_from_json('{"kind": "wordpiece"}')
+
+
+def test_corpus_registry_holds_each_named_corpus_and_its_files():
+    assert sorted(NAMED_CORPORA) == ["peps", "shakespeare", "timemachine"]
+    assert NAMED_CORPORA["timemachine"].files[0].relative_path == NAMED_CORPORA["timemachine"].path
+    assert len(NAMED_CORPORA["peps"].files) == 303
+
+
+def test_unknown_corpus_error_lists_the_registered_corpora(monkeypatch):
+    from tinygpt.data.corpus import _named_corpus
+
+    monkeypatch.setitem(NAMED_CORPORA, "wiki", NAMED_CORPORA["timemachine"])
+    assert _named_corpus(DataConfig(name="wiki")) is NAMED_CORPORA["timemachine"]
+    with pytest.raises(DataError, match=r"\['peps', 'shakespeare', 'timemachine', 'wiki', 'textdir', 'textfile'\]"):
+        _named_corpus(DataConfig(name="books"))
+
+
+def test_family_registry_gives_names_errors_and_dispatch():
+    assert list(FAMILIES) == ["gpt", "lstm"]
+    assert family_of({}) == "gpt" and family_of({"family": "lstm"}) == "lstm"
+    assert isinstance(build_model(GPTConfig(**SMALL)), GPT)
+    with pytest.raises(ValueError, match="model.family='rnn' is not allowed; choose one of gpt, lstm"):
+        family_of({"family": "rnn"})

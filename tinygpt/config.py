@@ -1,0 +1,21 @@
+"""The one call that registers every typed config schema with Hydra's ConfigStore, before any composition.
+
+Each entry point (tinygpt/cli/*, the Hydra scripts, the tests' compose helper) calls register_configs() once;
+nothing registers by being imported, so what a config is checked against never depends on import order.
+The schemas themselves live beside the code that reads them: the model families' (tinygpt/model/schema.py),
+the data group's (tinygpt/data/config.py), and the run's top-level keys, optim and sweep
+(tinygpt/train/schema.py). docs/architecture-config.md draws the tree.
+"""
+
+from __future__ import annotations
+
+
+def register_configs() -> None:
+    """Store every schema (idempotent: storing again replaces the same nodes)."""
+    from tinygpt.data.config import register_data_schema
+    from tinygpt.model.schema import register_model_schema
+    from tinygpt.train.schema import register_run_schemas
+
+    register_model_schema()
+    register_data_schema()
+    register_run_schemas()
