@@ -15,9 +15,9 @@ import hydra
 from omegaconf import DictConfig
 
 from tinygpt.analysis.run import analyze
-from tinygpt.config import register_configs
+from tinygpt.cli.config import register_configs
 
-register_configs()  # the typed schemas (tinygpt/config.py), before Hydra composes
+register_configs()  # the typed schemas (tinygpt/cli/config.py), before Hydra composes
 
 
 @hydra.main(config_path="../conf/tools", config_name="analyze", version_base="1.3")

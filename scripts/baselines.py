@@ -13,9 +13,9 @@ import hydra
 from omegaconf import DictConfig
 
 from tinygpt.baselines.run import run_baselines
-from tinygpt.config import register_configs
+from tinygpt.cli.config import register_configs
 
-register_configs()  # the typed schemas (tinygpt/config.py), before Hydra composes
+register_configs()  # the typed schemas (tinygpt/cli/config.py), before Hydra composes
 
 
 @hydra.main(config_path="../conf", config_name="tools/baselines", version_base="1.3")

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 from hydra import compose, initialize_config_dir
 
-from tinygpt.config import register_configs
+from tinygpt.cli.config import register_configs
 from tinygpt.model import GPT, GPTConfig, generate
 
 ROOT = Path(__file__).resolve().parents[1]

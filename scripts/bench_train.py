@@ -37,7 +37,7 @@ import torch
 from hydra import compose, initialize_config_dir
 
 import tinygpt.train  # noqa: F401  (registers the config's resolvers)
-from tinygpt.config import register_configs
+from tinygpt.cli.config import register_configs
 from tinygpt.data import TextDataModule
 from tinygpt.train.module import GPTModule
 from tinygpt.train.optim import OptimConfig, build_optimizer
@@ -115,7 +115,7 @@ def lightning_loop(module: GPTModule, datamodule, steps: int, precision: str) ->
 
 
 def main() -> None:
-    register_configs()  # the typed schemas (tinygpt/config.py), before Hydra composes
+    register_configs()  # the typed schemas (tinygpt/cli/config.py), before Hydra composes
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shapes", default=",".join(SHAPES), help=f"comma list of {', '.join(SHAPES)}")
     parser.add_argument("--precisions", default=",".join(PRECISIONS), help="comma list of 32-true, bf16-mixed")

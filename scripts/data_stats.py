@@ -22,13 +22,13 @@ import hydra
 from hydra import compose
 from omegaconf import DictConfig
 
-from tinygpt.config import register_configs
+from tinygpt.cli.config import register_configs
 from tinygpt.data import CharTokenizer, TextDataModule
 from tinygpt.data.documents import read_piece
 from tinygpt.metrics import unigram_entropy_bits
 
 REPO = Path(__file__).resolve().parents[1]
-register_configs()  # the typed schemas (tinygpt/config.py), before Hydra composes
+register_configs()  # the typed schemas (tinygpt/cli/config.py), before Hydra composes
 
 CORPORA = ("timemachine", "shakespeare", "peps")
 TOKENIZERS = ("char", "bytes", "bpe", "gpt2")

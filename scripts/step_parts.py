@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from hydra import compose, initialize_config_dir
 
 import tinygpt.train  # noqa: F401  (registers the config's schema and resolvers)
-from tinygpt.config import register_configs
+from tinygpt.cli.config import register_configs
 from tinygpt.data import TextDataModule
 from tinygpt.model import families
 from tinygpt.train.module import GPTModule
@@ -80,7 +80,7 @@ def time_parts(cfg, steps: int, warmup: int, device: str) -> dict:
 
 
 def main() -> None:
-    register_configs()  # the typed schemas (tinygpt/config.py), before Hydra composes
+    register_configs()  # the typed schemas (tinygpt/cli/config.py), before Hydra composes
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=5)

@@ -12,9 +12,9 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 import tinygpt.train  # noqa: F401  (registers the config's resolvers)
-from tinygpt.config import register_configs
+from tinygpt.cli.config import register_configs
 
-register_configs()  # the typed schemas, as every entry point does (tinygpt/config.py)
+register_configs()  # the typed schemas, as every entry point does (tinygpt/cli/config.py)
 
 REPO = Path(__file__).resolve().parents[1]
 CONF = REPO / "conf"

@@ -2,7 +2,7 @@
 
 Every group has a schema (model: GPTConfig or LSTMConfig by family, data: DataSchema, optim: OptimConfig,
 sweep: SweepConfig) and so do the top-level keys (RunConfig, speed and the rest), all registered by
-tinygpt.config.register_configs() (conftest calls it, as every entry point does).
+tinygpt.cli.config.register_configs() (conftest calls it, as every entry point does).
 """
 
 import pytest

@@ -12,10 +12,10 @@ import hydra
 from omegaconf import DictConfig
 
 from tinygpt.cli import TOOLS_CONF
-from tinygpt.config import register_configs
+from tinygpt.cli.config import register_configs
 from tinygpt.train.evaluate import evaluate
 
-register_configs()  # the typed schemas (tinygpt/config.py), before Hydra composes
+register_configs()  # the typed schemas (tinygpt/cli/config.py), before Hydra composes
 
 
 @hydra.main(config_path=TOOLS_CONF, config_name="evaluate", version_base="1.3")

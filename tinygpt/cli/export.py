@@ -14,12 +14,12 @@ import hydra
 from omegaconf import DictConfig
 
 from tinygpt.cli import TOOLS_CONF
-from tinygpt.config import register_configs
+from tinygpt.cli.config import register_configs
 from tinygpt.export.export import export_checkpoint
 from tinygpt.export.families import ExportError
 from tinygpt.train.checkpoints import CheckpointError
 
-register_configs()  # the typed schemas (tinygpt/config.py), before Hydra composes
+register_configs()  # the typed schemas (tinygpt/cli/config.py), before Hydra composes
 
 
 @hydra.main(config_path=TOOLS_CONF, config_name="export", version_base="1.3")

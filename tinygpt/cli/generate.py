@@ -10,11 +10,11 @@ import torch
 from omegaconf import DictConfig
 
 from tinygpt.cli import TOOLS_CONF
-from tinygpt.config import register_configs
+from tinygpt.cli.config import register_configs
 from tinygpt.model import generate
 from tinygpt.train.checkpoints import load_model
 
-register_configs()  # the typed schemas (tinygpt/config.py), before Hydra composes
+register_configs()  # the typed schemas (tinygpt/cli/config.py), before Hydra composes
 
 
 @hydra.main(config_path=TOOLS_CONF, config_name="generate", version_base="1.3")

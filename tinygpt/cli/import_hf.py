@@ -16,12 +16,12 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from tinygpt.cli import CONF
+from tinygpt.cli.config import register_configs
 from tinygpt.common.run_folder import record_path
-from tinygpt.config import register_configs
 from tinygpt.export.families import ExportError
 from tinygpt.export.import_hf import import_folder
 
-register_configs()  # the typed schemas (tinygpt/config.py), before Hydra composes
+register_configs()  # the typed schemas (tinygpt/cli/config.py), before Hydra composes
 
 
 @hydra.main(config_path=CONF, config_name="tools/import_hf", version_base="1.3")

@@ -15,7 +15,7 @@ import hydra
 from omegaconf import DictConfig
 
 from tinygpt.cli import CONF
-from tinygpt.config import register_configs
+from tinygpt.cli.config import register_configs
 from tinygpt.model import GPTConfig, build_on_meta, kv_cache_bytes_per_token, parameter_breakdown
 from tinygpt.model.params import GROUPS, formula_count
 
@@ -39,7 +39,7 @@ def report(config: GPTConfig) -> str:
     return "\n".join(lines)
 
 
-register_configs()  # the typed schemas (tinygpt/config.py), before Hydra composes
+register_configs()  # the typed schemas (tinygpt/cli/config.py), before Hydra composes
 
 
 @hydra.main(config_path=CONF, config_name="params", version_base=None)

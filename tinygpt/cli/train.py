@@ -13,8 +13,8 @@ from omegaconf import DictConfig
 
 import tinygpt.train  # noqa: F401  (registers the config's resolvers)
 from tinygpt.cli import CONF
+from tinygpt.cli.config import register_configs
 from tinygpt.common.run_folder import DEV_BITS_PER_BYTE
-from tinygpt.config import register_configs
 from tinygpt.train.checkpoints import CheckpointError
 from tinygpt.train.run import in_multirun, train
 from tinygpt.train.runlock import RunFolderBusy
@@ -24,7 +24,7 @@ from tinygpt.train.schema import ConfigError
 USER_ERRORS = (ConfigError, CheckpointError, RunFolderBusy)
 
 
-register_configs()  # the typed schemas (tinygpt/config.py), before Hydra composes
+register_configs()  # the typed schemas (tinygpt/cli/config.py), before Hydra composes
 
 
 @hydra.main(config_path=CONF, config_name="train", version_base="1.3")
