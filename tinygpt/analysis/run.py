@@ -23,8 +23,9 @@ from tinygpt.baselines.texts import load_split_text, plan_for
 from tinygpt.data.errors import DataError
 from tinygpt.model import generate
 from tinygpt.train.checkpoints import load_model
-from tinygpt.train.evaluate import EVALUATIONS, run_checkpoints
+from tinygpt.train.evaluate import run_checkpoints
 from tinygpt.train.record import read_record, write_json_atomic
+from tinygpt.train.score_once import record_scoring
 
 
 def analyze(run_dir: str | Path, split: str = "dev", baselines: str | Path | None = None, samples: int = 10,
@@ -58,11 +59,10 @@ def analyze(run_dir: str | Path, split: str = "dev", baselines: str | Path | Non
         echo(f"GPT, {step:,} steps: {row['bits_per_byte']:.3f} bits per byte ({split})")
         last_bits, last_model, last_tokenizer = bits, model, tokenizer
         if split == "test":
-            with open(run_dir / EVALUATIONS, "a") as log:
-                log.write(json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "checkpoint": str(path),
-                                      "step": step, "split": split, "source": "analyze",
-                                      **{k: row[k] for k in ("bits", "bytes", "bits_per_byte", "per_document_bpb")}})
-                          + "\n")
+            # logged like evaluate.py's scorings (evaluations.jsonl, and listed in run.json for the report)
+            record_scoring(run_dir, {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "checkpoint": str(path),
+                                     "step": step, "split": split, "source": "analyze",
+                                     **{k: row[k] for k in ("bits", "bytes", "bits_per_byte", "per_document_bpb")}})
     for prefix in BASELINE_ORDER:
         for name, r in (base or {}).get("baselines", {}).items():
             if name.startswith(prefix):

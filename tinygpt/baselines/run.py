@@ -27,6 +27,7 @@ from tinygpt.data.errors import DataError
 from tinygpt.train.checkpoints import load_model
 from tinygpt.train.evaluate import EVALUATIONS, run_checkpoints
 from tinygpt.train.record import read_record, write_json_atomic
+from tinygpt.train.score_once import record_scoring
 
 LSTM_CONTEXT = "state carried through the whole scored text, fed 128 tokens at a time (as 003's LSTM)"
 
@@ -106,11 +107,10 @@ def run_baselines(data: Any, split: str = "dev", kn_order: int = 6, lstm_run: st
                                       "per_document_bpb": r["per_document_bpb"]}) + "\n")
         if lstm is not None:
             r = results["lstm"]
-            with open(Path(lstm_run) / EVALUATIONS, "a") as log:
-                log.write(json.dumps({"time": record["time"], "checkpoint": r["checkpoint"], "step": r["step"],
-                                      "split": split, "context": LSTM_CONTEXT, "bits_per_byte": r["bits_per_byte"],
-                                      "bits": r["bits"], "bytes": r["bytes"],
-                                      "per_document_bpb": r["per_document_bpb"]}) + "\n")
+            record_scoring(Path(lstm_run), {  # as evaluate.py logs a run's scoring (and lists it in run.json)
+                "time": record["time"], "checkpoint": r["checkpoint"], "step": r["step"], "split": split,
+                "context": LSTM_CONTEXT, "bits_per_byte": r["bits_per_byte"], "bits": r["bits"], "bytes": r["bytes"],
+                "per_document_bpb": r["per_document_bpb"], "source": "baselines"})
     echo(f"[tinygpt] {split} baselines over {len(text.text) - 1:,} scored characters "
          f"({text.scored_bytes:,} bytes, {record['unseen_chars']:,} never seen in training): "
          f"{record_path(out_dir, split)}")
