@@ -157,3 +157,20 @@ def test_the_command_refuses_in_one_line(run):
     forced = subprocess.run([*command, "force=true", "reason='second look'"], cwd=REPO, capture_output=True, text=True)
     assert forced.returncode == 0, forced.stderr
     assert [r["reason"] for r in logged(run_dir)] == [None, "second look"]
+
+
+def test_the_ledger_knows_a_checkpoint_by_its_step_or_its_weights(tmp_path):
+    from tinygpt.train.score_once import check_scoring
+
+    earlier = {"time": "2026-01-01T00:00:00+0000", "checkpoint": "a/step000100.ckpt", "split": "test", "step": 100,
+               "weights_sha256": "aaa", "bits_per_byte": 2.0}
+    baseline = {"time": "t", "baseline": "bz2", "split": "test", "bits_per_byte": 2.3}  # no step: not a checkpoint
+    (tmp_path / EVALUATIONS).write_text(json.dumps(earlier) + "\n" + json.dumps(baseline) + "\n")
+    with pytest.raises(AlreadyScored, match="the same step as a/step000100.ckpt"):  # re-trained: other weights
+        check_scoring(tmp_path, [{"checkpoint": "b.ckpt", "step": 100, "weights_sha256": "bbb"}], None, False, None)
+    with pytest.raises(AlreadyScored, match="the same weights as a/step000100.ckpt"):  # a copy saved at another step
+        check_scoring(tmp_path, [{"checkpoint": "c.ckpt", "step": 7, "weights_sha256": "aaa"}], None, False, None)
+    check_scoring(tmp_path, [{"checkpoint": "d.ckpt", "step": 200, "weights_sha256": "ddd"}], None, False, None)
+    with pytest.raises(AlreadyScored, match=r"step 200, not a pre-registered scoring step \[300\]"):
+        check_scoring(tmp_path, [{"checkpoint": "d.ckpt", "step": 200, "weights_sha256": "ddd"}], [300], False, None)
+    check_scoring(tmp_path, [{"checkpoint": "b.ckpt", "step": 100, "weights_sha256": "bbb"}], [300], True, "why")
