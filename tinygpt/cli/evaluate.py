@@ -19,7 +19,6 @@ from omegaconf import DictConfig
 
 from tinygpt.cli import TOOLS_CONF
 from tinygpt.train.evaluate import evaluate
-from tinygpt.train.schema import ConfigError
 from tinygpt.train.score_once import AlreadyScored
 
 
@@ -28,7 +27,7 @@ def main(cfg: DictConfig) -> None:
     try:
         rows = evaluate(cfg.run_dir, ckpt=cfg.ckpt, split=cfg.split, device=cfg.device, force=cfg.force,
                         reason=cfg.reason)
-    except (AlreadyScored, ConfigError) as refused:
+    except (AlreadyScored, ValueError) as refused:  # ConfigError too: bad split, force without reason, ...
         sys.exit(f"[tinygpt] refused: {refused}")
     for row in rows:
         print(f"{row['checkpoint']}: step {row['step']}  {row['split']} bits per byte {row['bits_per_byte']:.4f}"
