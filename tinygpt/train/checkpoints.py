@@ -90,7 +90,8 @@ def check_resumable(checkpoint: dict, path, model: dict, optim: dict, max_steps:
         raise CheckpointError(f"checkpoint {path} was trained with another tokenizer than this run's data.tokenizer; "
                               "resume it with its own data settings, or use another run folder")
     # checkpoints from before optim.decay_on existed decayed the matrices only
-    changed = differences("optim", {"decay_on": "matrices", **(hparams.get("optim") or {})}, optim)
+    changed = differences("optim", {"decay_on": "matrices", **(hparams.get("optim") or {})},
+                          {"decay_on": "matrices", **optim})
     if changed:
         raise CheckpointError(f"checkpoint {path} was trained with other optimizer settings ({changed}); the "
                               "checkpoint's optimizer and schedule state would override them: keep its settings, "
