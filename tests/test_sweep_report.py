@@ -106,15 +106,23 @@ def test_steps_table_in_003s_shape(sweep, no_heldout_reads):
     assert "| model.position=rope | 3 (missing) | — | — | — | — |" in table
 
 
-def test_csv_has_every_run_and_the_figure_is_drawn(sweep, no_heldout_reads):
+def test_csv_has_every_validation_point_of_every_run_and_the_figure_is_drawn(sweep, no_heldout_reads):
     report = write_report(sweep)
     with report.table.open() as handle:
         rows = list(csv.DictReader(handle))
-    assert [r["status"] for r in rows] == ["finished"] * 4 + ["unfinished", "missing"]
+    # one row per run and validation point: 4 finished runs x 3 points, the killed run's 1 point, the missing run
+    assert [(r["status"], r["val_step"]) for r in rows] == \
+        [("finished", s) for _ in range(4) for s in ("50", "100", "150")] + [("unfinished", "50"), ("missing", "")]
     first = rows[0]
     assert (first["seed"], first["best_step"], float(first["best_dev_loss"]), first["final_step"]) == \
         ("1", "100", 5.5, "150")
     assert float(first["final_dev_bpb"]) == pytest.approx(5.6 * 1.5)
+    # seed 2 of learned: its curve (6.2, 5.7, 5.8) point by point, loss and bits per byte
+    seed2 = [r for r in rows if r["variant"] == "experiment=since_gpt2 model.position=learned" and r["seed"] == "2"]
+    assert [(int(r["val_step"]), float(r["dev_loss"]), float(r["dev_bpb"]), float(r["train_loss"])) for r in seed2] \
+        == [(50, 6.2, pytest.approx(9.3), 6.2), (100, 5.7, pytest.approx(8.55), 5.7),
+            (150, pytest.approx(5.8), pytest.approx(8.7), pytest.approx(5.8))]
+    assert "Every validation point of every run" in report.markdown.read_text()
     png = report.figure.read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
 
@@ -141,16 +149,48 @@ def test_cli_writes_next_to_the_sweep(sweep, capsys):
 
 def test_held_out_scores_only_when_asked(sweep):
     folder = next(p for p in sweep.iterdir() if "learned" in p.name and "seed=1" in p.name)
-    rows = [{"split": "test", "step": 100, "bits_per_byte": 2.5}, {"split": "dev", "step": 100, "bits_per_byte": 9.0},
-            {"split": "test", "step": 150, "bits_per_byte": 2.7}, {"split": "test", "step": 100, "bits_per_byte": 2.4}]
+    rows = [{"time": "2026-01-01T10:00:00+0000", "checkpoint": "/x/checkpoints/step000100.ckpt", "split": "test",
+             "step": 100, "bits_per_byte": 2.5, "forced": False, "reason": None},
+            {"split": "dev", "step": 100, "bits_per_byte": 9.0},
+            {"time": "2026-01-01T11:00:00+0000", "split": "test", "step": 150, "bits_per_byte": 2.7},
+            {"time": "2026-01-02T09:00:00+0000", "checkpoint": "/x/checkpoints/step000100.ckpt", "split": "test",
+             "step": 100, "bits_per_byte": 2.4, "forced": True, "reason": "after the metric fix"}]
     (folder / "evaluations.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    assert "Held-out" not in write_report(sweep).markdown.read_text()
+    assert "Held-out scores (" not in write_report(sweep).markdown.read_text()
     report = write_report(sweep, held_out=True)
     text = report.markdown.read_text()
+    assert "This report shows held-out scores" in text and "never read" not in text
+    # every scoring ever made, by time: the forced second look is listed beside the first, with its reason
+    assert "| 2026-01-01T10:00:00+0000 | " + folder.name + " | 1 | 100 | step000100.ckpt | 2.500 | no | — |" in text
+    assert "| 2026-01-01T11:00:00+0000 | " + folder.name + " | 1 | 150 | — | 2.700 | — | — |" in text
+    assert "| 2026-01-02T09:00:00+0000 | " + folder.name + " | 1 | 100 | step000100.ckpt | 2.400 | yes | " \
+           "after the metric fix |" in text
+    assert text.count("| evaluate |") == 3  # the dev row is not a held-out scoring
     assert "| Variant | Seed | step 100 | step 150 | best (step) |" in text
-    # the dev row is not a held-out score, and a step scored twice shows its latest scoring
-    assert "| model.position=learned | 1 | 2.400 | 2.700 | 2.400 (100) |" in text
+    # by step: each step's first scoring (score once), not the forced second look
+    assert "| model.position=learned | 1 | 2.500 | 2.700 | 2.500 (100) |" in text
     assert (sweep / "heldout.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_wording_says_whether_held_out_scores_exist_without_reading_them(sweep, no_heldout_reads):
+    # the fixture's job folders hold an evaluations.jsonl that run.json does not list (a run scored before)
+    text = write_report(sweep).markdown.read_text()
+    assert "never read" not in text
+    assert "Held-out scores exist but are not shown: run.json lists 0 held-out scoring(s) of 0 run(s)" in text
+    assert "5 run(s) also have an evaluations.jsonl from before run.json listed scorings" in text
+    for folder in sweep.iterdir():
+        if (folder / "evaluations.jsonl").exists():
+            (folder / "evaluations.jsonl").unlink()
+    assert "No run has been scored on the held-out split" in write_report(sweep).markdown.read_text()
+    folder = next(p for p in sweep.iterdir() if "rope" in p.name and "seed=1" in p.name)
+    record = json.loads((folder / "run.json").read_text())
+    record["held_out_scorings"] = [{"time": "t1", "step": 150, "forced": False}, {"time": "t2", "step": 150,
+                                                                                  "forced": True, "reason": "r"}]
+    (folder / "run.json").write_text(json.dumps(record))
+    text = write_report(sweep).markdown.read_text()
+    assert "Held-out scores exist but are not shown: run.json lists 2 held-out scoring(s) of 1 run(s) " \
+           "(`--held-out` shows them); this report read none of them." in text
+    assert "Held-out scores (" not in text and "2.4" not in text
 
 
 def test_figure_can_show_some_variants_while_the_table_keeps_all(sweep, no_heldout_reads):

@@ -71,7 +71,8 @@ def test_evaluate_test_split_waits_for_no_one_and_refuses_while_the_run_is_being
     with lock_run(tmp_path), pytest.raises(RunFolderBusy, match=f"process {os.getpid()}"):
         evaluate(str(tmp_path), split="test")
     assert not (tmp_path / EVALUATIONS).exists()
-    assert len(evaluate(str(tmp_path), split="test")) == 3  # free again: scored and recorded
+    # free again: scored and recorded (steps 4 and 8; last.ckpt holds step 8's weights, scored once)
+    assert len(evaluate(str(tmp_path), split="test")) == 2
 
 
 def test_two_identical_command_line_runs_the_second_refuses_in_one_line(small_corpus, tmp_path):

@@ -22,7 +22,6 @@ from tinygpt.baselines.texts import load_split_text, plan_for
 from tinygpt.common.files import write_json_atomic
 from tinygpt.common.run_folder import (
     BITS_PER_BYTE,
-    append_evaluations,
     checkpoint_files,
     checkpoints_dir,
     read_record,
@@ -31,6 +30,7 @@ from tinygpt.common.run_folder import record_path as run_record_path
 from tinygpt.data.errors import DataError
 from tinygpt.model import generate
 from tinygpt.train.checkpoints import load_model
+from tinygpt.train.score_once import record_scoring
 
 
 def analyze(run_dir: str | Path, split: str = "dev", baselines: str | Path | None = None, samples: int = 10,
@@ -64,8 +64,9 @@ def analyze(run_dir: str | Path, split: str = "dev", baselines: str | Path | Non
         echo(f"GPT, {step:,} steps: {row['bits_per_byte']:.3f} bits per byte ({split})")
         last_bits, last_model, last_tokenizer = bits, model, tokenizer
         if split == "test":
-            append_evaluations(run_dir, [{"checkpoint": str(path), "step": step, "split": split, "source": "analyze",
-                                          **{k: row[k] for k in ("bits", "bytes", BITS_PER_BYTE, "per_document_bpb")}}])
+            # logged like evaluate.py's scorings (evaluations.jsonl, and listed in run.json for the report)
+            record_scoring(run_dir, {"checkpoint": str(path), "step": step, "split": split, "source": "analyze",
+                                     **{k: row[k] for k in ("bits", "bytes", BITS_PER_BYTE, "per_document_bpb")}})
     for prefix in BASELINE_ORDER:
         for name, r in (base or {}).get("baselines", {}).items():
             if name.startswith(prefix):

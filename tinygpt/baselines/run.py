@@ -32,6 +32,7 @@ from tinygpt.data.encoded import encode_segments
 from tinygpt.data.errors import DataError
 from tinygpt.metrics.costs import carried_state_bits
 from tinygpt.train.checkpoints import load_model
+from tinygpt.train.score_once import record_scoring
 
 LSTM_CONTEXT = "state carried through the whole scored text, fed 128 tokens at a time (as 003's LSTM)"
 
@@ -110,10 +111,10 @@ def run_baselines(data: Any, split: str = "dev", kn_order: int = 6, lstm_run: st
                            stamp=record["time"])
         if lstm is not None:
             r = results["lstm"]
-            append_evaluations(lstm_run, [{"checkpoint": r["checkpoint"], "step": r["step"], "split": split,
-                                           "context": LSTM_CONTEXT, BITS_PER_BYTE: r["bits_per_byte"],
-                                           "bits": r["bits"], "bytes": r["bytes"],
-                                           "per_document_bpb": r["per_document_bpb"]}], stamp=record["time"])
+            record_scoring(Path(lstm_run), {  # as evaluate.py logs a run's scoring (and lists it in run.json)
+                "checkpoint": r["checkpoint"], "step": r["step"], "split": split, "context": LSTM_CONTEXT,
+                BITS_PER_BYTE: r["bits_per_byte"], "bits": r["bits"], "bytes": r["bytes"],
+                "per_document_bpb": r["per_document_bpb"], "source": "baselines"}, stamp=record["time"])
     echo(f"[tinygpt] {split} baselines over {len(text.text) - 1:,} scored characters "
          f"({text.scored_bytes:,} bytes, {record['unseen_chars']:,} never seen in training): "
          f"{record_path(out_dir, split)}")

@@ -3,9 +3,10 @@
 Writes into the sweep's folder (or --out): report.md (the table, in 000's shape with --style seeds: best
 validation loss per seed, mean and spread; in 003's with --style steps: dev bits per byte at each scoring step,
 one row per run), curves.png (validation curves, one colour per variant, one line per seed) and runs.csv
-(every run's best and final metrics). Runs are grouped by their overrides minus seed; unfinished, failed and
-missing runs are marked. Only run records are read, never the held-out split, unless --held-out asks for the
-held-out scores that scripts/evaluate.py split=test logged. Runs with collapse diagnostics get their table.
+(every validation point of every run, with its best and final metrics). Runs are grouped by their overrides
+minus seed; unfinished, failed and missing runs are marked. Only run records are read, never a held-out score
+(the report says how many held-out scorings run.json lists), unless --held-out asks for every held-out scoring
+that scripts/evaluate.py split=test logged. Runs with collapse diagnostics get their table.
 Works while a sweep runs.
 """
 

@@ -1,16 +1,19 @@
 """Held-out scores of a sweep's runs, read from each run's ``evaluations.jsonl`` (written by
 ``scripts/evaluate.py split=test``), for ``scripts/report.py --held-out`` only.
 
-The rest of the report never reads these, so a sweep's tables cannot steer choices toward the test split.
-Here they are shown after the fact: 003's data-fraction table (held-out bits per byte at every kept checkpoint)
-and its pre-registered score (the fixed last step).
+The rest of the report never reads these, so a sweep's tables cannot steer choices toward the test split; it
+only counts the scorings that run.json lists (``held_out_scorings``, which holds no score), so its wording can
+say that held-out scores exist without showing them. Here they are shown after the fact: every held-out scoring
+ever made (time, run, step, checkpoint, forced or not, reason), and 003's data-fraction table (held-out bits per
+byte at every kept checkpoint, each step's first scoring: score once, a forced second look is only in the log).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
-from tinygpt.common.run_folder import BITS_PER_BYTE, read_evaluations
+from tinygpt.common.run_folder import BITS_PER_BYTE, evaluations_path, read_evaluations
 from tinygpt.report.jobs import Job
 from tinygpt.report.tables import Metric, seed_label, step_cell, variant_labels, variants
 
@@ -18,15 +21,47 @@ from tinygpt.report.tables import Metric, seed_label, step_cell, variant_labels,
 HELD_OUT = Metric(BITS_PER_BYTE, "held-out bits per byte")
 
 
-def held_out_curve(job: Job, metric: Metric = HELD_OUT) -> dict[int, float]:
-    """Held-out bits per byte by checkpoint step; the latest scoring of a step wins."""
+def scorings(job: Job) -> list[dict]:
+    """The run's held-out scorings of its checkpoints, in the order they were made (evaluations.jsonl)."""
     if job.path is None:
-        return {}
-    points = {}
-    for row in read_evaluations(job.path):
-        if row.get("split") == "test" and row.get("step") is not None:
-            points[int(row["step"])] = float(row[metric.key])
+        return []
+    return [row for row in read_evaluations(job.path) if row.get("split") == "test" and row.get("step") is not None]
+
+
+def scoring_counts(jobs: Sequence[Job]) -> tuple[int, int, int]:
+    """(scorings, runs scored, runs with an evaluations.jsonl that run.json does not list) from run.json and the
+    file's existence alone: no score is read."""
+    n, runs, unlisted = 0, 0, 0
+    for job in jobs:
+        listed = len((job.record or {}).get("held_out_scorings") or [])
+        n, runs = n + listed, runs + bool(listed)
+        if not listed and job.path is not None and evaluations_path(job.path).exists():
+            unlisted += 1  # scored before run.json listed scorings (or by a tool that does not list them)
+    return n, runs, unlisted
+
+
+def held_out_curve(job: Job, metric: Metric = HELD_OUT) -> dict[int, float]:
+    """Held-out bits per byte by checkpoint step: each step's first scoring (a forced second one is in the log)."""
+    points: dict[int, float] = {}
+    for row in scorings(job):
+        points.setdefault(int(row["step"]), float(row[metric.key]))
     return points
+
+
+def scorings_table(jobs: Sequence[Job], digits: int = 3) -> str:
+    """Every held-out scoring ever made of the sweep's runs, by time: run, seed, step, checkpoint, score, forced,
+    reason, and the tool that made it."""
+    rows = [(row, job) for job in jobs for row in scorings(job)]
+    rows.sort(key=lambda pair: str(pair[0].get("time", "")))
+    lines = ["| Time | Run | Seed | Step | Checkpoint | Held-out bits per byte | Forced | Reason | By |",
+             "| --- | --- | ---: | ---: | --- | ---: | --- | --- | --- |"]
+    for row, job in rows:
+        forced = row.get("forced")
+        lines.append(f"| {row.get('time', '—')} | {job.name} | {seed_label(job)} | {int(row['step']):,} | "
+                     f"{Path(str(row.get('checkpoint', '—'))).name} | {float(row[BITS_PER_BYTE]):.{digits}f} | "
+                     f"{'—' if forced is None else ('yes' if forced else 'no')} | {row.get('reason') or '—'} | "
+                     f"{row.get('source') or 'evaluate'} |")
+    return "\n".join(lines)
 
 
 def held_out_table(jobs: Sequence[Job], digits: int = 3) -> str:

@@ -1,8 +1,10 @@
-"""A sweep's report: report.md (the spec-shaped table), curves.png (validation curves), runs.csv (every run).
+"""A sweep's report: report.md (the spec-shaped table), curves.png (validation curves), runs.csv (every run's
+every validation point).
 
-Reads run records only (tinygpt/report/jobs.py): the held-out split is never read. Runs that recorded 003's
-collapse diagnostics get their table too. Only with held_out=True does it add the held-out scores that
-``scripts/evaluate.py split=test`` logged (tinygpt/report/heldout.py), and heldout.png.
+Reads run records only (tinygpt/report/jobs.py), never a held-out score: it counts the held-out scorings that
+run.json lists and says so, without showing them. Runs that recorded 003's collapse diagnostics get their table
+too. Only with held_out=True does it add the held-out scores that ``scripts/evaluate.py split=test`` logged
+(tinygpt/report/heldout.py): every scoring ever made, the table by step, and heldout.png.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 
 from tinygpt.common.run_folder import DEV_BITS_PER_BYTE, DEV_LOSS
 from tinygpt.report.figures import plot_curves
-from tinygpt.report.heldout import HELD_OUT, held_out_curve, held_out_table
+from tinygpt.report.heldout import HELD_OUT, held_out_curve, held_out_table, scoring_counts, scorings_table
 from tinygpt.report.jobs import Job, load_sweep
 from tinygpt.report.tables import (
     METRICS,
@@ -39,6 +41,9 @@ DEFAULT_METRIC = {"seeds": DEV_LOSS, "steps": DEV_BITS_PER_BYTE}
 CSV_COLUMNS = ["job", "variant", "seed", "status", "parameters", "step", "best_step", "best_dev_loss",
                "best_dev_bpb", "final_step", "final_dev_loss", "final_dev_bpb", "final_train_loss",
                "wall_time_s", "folder"]
+# runs.csv has one row per validation point of each run (a run without one: one row, these cells empty); the
+# run's columns above repeat on each of its rows, so one row per run is ``val_step == final_step``
+POINT_COLUMNS = ["val_step", "dev_loss", "dev_bpb", "dev_bits_per_token", "dev_bits_per_char", "train_loss"]
 
 
 @dataclass
@@ -80,7 +85,7 @@ def write_report(sweep_dir: str | Path, *, style: str = "auto", metric: str | No
                          title=f"{sweep_dir.name}: {chosen.label}, one line per seed", ymax=ymax)
     runs_csv = write_runs_csv(jobs, out_dir / "runs.csv")
     markdown = out_dir / "report.md"
-    sections = render_markdown(sweep_dir, jobs, table, style, chosen.label)
+    sections = render_markdown(sweep_dir, jobs, table, style, chosen.label, held_out)
     if has_diagnostics(jobs):
         sections += "\n".join(["", "## Collapse diagnostics (003)", "", diagnostics_table(jobs), "",
                                "Gradient norms are measured before clipping. TVD: total variation distance "
@@ -90,15 +95,34 @@ def write_report(sweep_dir: str | Path, *, style: str = "auto", metric: str | No
         plot_curves(drawn, HELD_OUT, out_dir / "heldout.png", title=f"{sweep_dir.name}: {HELD_OUT.label}",
                     points_of=held_out_curve)
         sections += "\n".join(["", "## Held-out scores (evaluations.jsonl)", "",
-                               "Every scoring of the held-out split that `scripts/evaluate.py split=test` "
-                               "logged, by checkpoint step. Read these after the choices are made: the "
-                               "pre-registered score is the one at the step fixed in advance.", "",
+                               "Every scoring of the held-out split ever made of these runs, by time "
+                               "(`scripts/evaluate.py split=test`, and `analyze.py` / `baselines.py` with "
+                               "split=test). Forced: a second look that score-once refuses unless forced with a "
+                               "reason (`—`: logged before this was recorded).", "",
+                               scorings_table(jobs), "",
+                               "By checkpoint step, each step's first scoring. Read these after the choices are "
+                               "made: the pre-registered score is the one at the step fixed in advance.", "",
                                held_out_table(jobs), "", "![held-out scores](heldout.png)", ""])
     markdown.write_text(sections)
     return Report(markdown, figure, runs_csv, style, metric, jobs)
 
 
-def render_markdown(sweep_dir: Path, jobs: Sequence[Job], table: str, style: str, metric_label: str) -> str:
+def held_out_sentence(jobs: Sequence[Job], held_out: bool) -> str:
+    """What this report says about the held-out split: true whether or not its scores are shown."""
+    n, runs, unlisted = scoring_counts(jobs)
+    old = (f" {unlisted} run(s) also have an evaluations.jsonl from before run.json listed scorings (not counted)."
+           if unlisted else "")
+    if held_out:
+        return (f"This report shows held-out scores (section \"Held-out scores\"): run.json lists {n} held-out "
+                f"scoring(s) of {runs} run(s).{old}")
+    if n or unlisted:
+        return (f"Held-out scores exist but are not shown: run.json lists {n} held-out scoring(s) of {runs} run(s) "
+                f"(`--held-out` shows them); this report read none of them.{old}")
+    return "No run has been scored on the held-out split; this report reads no held-out score."
+
+
+def render_markdown(sweep_dir: Path, jobs: Sequence[Job], table: str, style: str, metric_label: str,
+                    held_out: bool = False) -> str:
     counts = Counter(job.status for job in jobs)
     status_line = ", ".join(f"{n} {status}" for status, n in counts.most_common())
     what = (f"best {metric_label} of each run (the lowest over its scoring steps), per seed"
@@ -107,8 +131,8 @@ def render_markdown(sweep_dir: Path, jobs: Sequence[Job], table: str, style: str
     lines = [
         f"# Sweep report: {sweep_dir.name}",
         "",
-        f"{len(jobs)} runs ({status_line}) in `{sweep_dir}`, from their run records (run.json); the held-out "
-        "split is never read.",
+        f"{len(jobs)} runs ({status_line}) in `{sweep_dir}`, from their run records (run.json). "
+        + held_out_sentence(jobs, held_out),
         "",
         f"Table: {what}. Variants are the runs' overrides minus `seed`"
         + (f"; every run shares `{' '.join(shared)}`." if shared else "."),
@@ -123,18 +147,19 @@ def render_markdown(sweep_dir: Path, jobs: Sequence[Job], table: str, style: str
     if style == "seeds":
         lines += ["Mean and spread (max − min) over the finished seeds.", ""]
     lines += ["![validation curves](curves.png)", "",
-              "Every run's best and final metrics: [runs.csv](runs.csv).", ""]
+              "Every validation point of every run, with its best and final metrics: [runs.csv](runs.csv) "
+              "(one row per run and validation step).", ""]
     return "\n".join(lines)
 
 
 def write_runs_csv(jobs: Sequence[Job], path: Path) -> Path:
     with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
+        writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS + POINT_COLUMNS)
         writer.writeheader()
         for job in jobs:
             record = job.record or {}
             best, final = record.get("best") or {}, record.get("final") or {}
-            writer.writerow({
+            run = {
                 "job": job.name, "variant": " ".join(job.variant), "seed": job.seed, "status": job.status,
                 "parameters": record.get("parameters"), "step": record.get("step"),
                 "best_step": best.get("step"), "best_dev_loss": best.get(DEV_LOSS),
@@ -142,5 +167,12 @@ def write_runs_csv(jobs: Sequence[Job], path: Path) -> Path:
                 "final_dev_loss": final.get(DEV_LOSS), "final_dev_bpb": final.get(DEV_BITS_PER_BYTE),
                 "final_train_loss": final.get("train_loss"), "wall_time_s": record.get("wall_time_s"),
                 "folder": str(job.path) if job.path else "",
-            })
+            }
+            points = sorted(record.get("curve") or [], key=lambda p: p["step"])
+            for point in points or [{}]:
+                writer.writerow({**run, "val_step": point.get("step"), "dev_loss": point.get(DEV_LOSS),
+                                 "dev_bpb": point.get(DEV_BITS_PER_BYTE),
+                                 "dev_bits_per_token": point.get("dev_bits_per_token"),
+                                 "dev_bits_per_char": point.get("dev_bits_per_char"),
+                                 "train_loss": point.get("train_loss")})
     return path

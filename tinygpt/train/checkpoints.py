@@ -80,7 +80,9 @@ def check_resumable(checkpoint: dict, path, model: dict, optim: dict, max_steps:
     if tokenizer_json is not None and theirs_tokenizer is not None and theirs_tokenizer != tokenizer_json:
         raise CheckpointError(f"checkpoint {path} was trained with another tokenizer than this run's data.tokenizer; "
                               "resume it with its own data settings, or use another run folder")
-    changed = differences("optim", hparams.get("optim") or {}, optim)
+    # checkpoints from before optim.decay_on existed decayed the matrices only
+    changed = differences("optim", {"decay_on": "matrices", **(hparams.get("optim") or {})},
+                          {"decay_on": "matrices", **optim})
     if changed:
         raise CheckpointError(f"checkpoint {path} was trained with other optimizer settings ({changed}); the "
                               "checkpoint's optimizer and schedule state would override them: keep its settings, "

@@ -1,5 +1,6 @@
 """AdamW with 003's parameter groups: weight decay on matrices (a tied embedding included), none on
-norm gains and biases."""
+norm gains and biases; or, ``optim.decay_on=all``, on every parameter, as ``torch.optim.AdamW(model.parameters())``
+does (000 names AdamW and its learning rate only: docs/experiments/since_gpt2.md)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,12 @@ from omegaconf import OmegaConf
 
 from tinygpt.train.schedules import SCHEDULES, make_lr_lambda
 from tinygpt.train.schema import ConfigError
+
+# optim.decay_on: which parameters weight decay applies to
+DECAY_GROUPS = {
+    "matrices": lambda param: param.dim() >= 2,  # 003: weights and embeddings; not norm gains or biases
+    "all": lambda param: True,                   # torch.optim.AdamW(model.parameters(), ...): every parameter
+}
 
 
 @dataclass
@@ -22,8 +29,12 @@ class OptimConfig:
     min_lr_ratio: float = 0.1
     decay_fraction: float = 0.2
     grad_clip: float = 1.0
+    decay_on: str = "matrices"  # a key of DECAY_GROUPS
 
     def __post_init__(self) -> None:
+        if self.decay_on not in DECAY_GROUPS:
+            raise ConfigError(f"optim.decay_on={self.decay_on!r} is not allowed; choose one of "
+                              f"{', '.join(DECAY_GROUPS)}")
         if self.schedule not in SCHEDULES:
             raise ConfigError(f"optim.schedule={self.schedule!r} is not allowed; choose one of {', '.join(SCHEDULES)}")
         if not self.lr > 0:
@@ -50,18 +61,19 @@ class OptimConfig:
         return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(cls), node))
 
 
-def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
+def parameter_groups(model: torch.nn.Module, weight_decay: float, decay_on: str = "matrices") -> list[dict]:
     decay, no_decay = [], []
     for param in model.parameters():
         if param.requires_grad:
-            (decay if param.dim() >= 2 else no_decay).append(param)
+            (decay if DECAY_GROUPS[decay_on](param) else no_decay).append(param)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
 def build_optimizer(model: torch.nn.Module, cfg: OptimConfig, total_steps: int, implementation: dict | None = None):
     """implementation: AdamW's fused/foreach flags (speed.optimizer, tinygpt/train/speedups.py); None: torch's."""
     optimizer = torch.optim.AdamW(
-        parameter_groups(model, cfg.weight_decay), lr=cfg.lr, betas=tuple(cfg.betas), **(implementation or {})
+        parameter_groups(model, cfg.weight_decay, cfg.decay_on), lr=cfg.lr, betas=tuple(cfg.betas),
+        **(implementation or {})
     )
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer,

@@ -1,6 +1,8 @@
 """The run record: ``run.json`` in the job's directory, a small machine-readable summary for the report
 tool (resolved config, parameter count, data splits, the validation curve, best and final metrics,
-status). Written atomically at start, at every validation and at the end."""
+status; a pre-registered held-out scoring, ``score_once``, and the list of held-out scorings made, without
+their scores, ``held_out_scorings``: tinygpt/train/score_once.py). Written atomically at start (before the first
+training step), at every validation and at the end."""
 
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ class RunRecord(L.Callback):
         previous = read_record(run_dir) or {}
         self.record = {**header, "status": "running", "curve": previous.get("curve", []),
                        "wall_time_s": previous.get("wall_time_s", 0.0)}
+        if previous.get("held_out_scorings"):  # the score-once ledger survives a resume (tinygpt/train/score_once.py)
+            self.record["held_out_scorings"] = previous["held_out_scorings"]
         self._started = time.time()
         self._wall_before = self.record["wall_time_s"]
 

@@ -29,6 +29,7 @@ from tinygpt.train.record import RunRecord
 from tinygpt.train.runlock import RunFolderBusy, lock_run
 from tinygpt.train.sampling import TextSampler
 from tinygpt.train.schema import RunConfig, validate_run_config
+from tinygpt.train.score_once import check_pre_registration, pre_registration
 from tinygpt.train.speed import SpeedMonitor
 from tinygpt.train.speedups import SpeedConfig
 
@@ -107,6 +108,8 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict:
 
 def _train(cfg: DictConfig, run: RunConfig, run_dir: Path, progress: list) -> dict:
     previous = read_record(run_dir)
+    # score once: the held-out scoring step(s) and recipe, checked against what a resumed run registered
+    registration = check_pre_registration(previous, pre_registration(OmegaConf.to_container(cfg, resolve=True)))
     if run.resume == "auto" and not run.ckpt_path and previous and previous.get("status") == "finished":
         print(f"[tinygpt] {run_dir} already finished (best dev bpb {previous.get('best', {}).get(DEV_BITS_PER_BYTE)}); "
               "skipping. Use resume=never to train it again.")
@@ -140,6 +143,7 @@ def _train(cfg: DictConfig, run: RunConfig, run_dir: Path, progress: list) -> di
     record = RunRecord(run_dir, {
         "config": OmegaConf.to_container(cfg, resolve=True), "parameters": n_params,
         "data": datamodule.describe(), "run_dir": str(run_dir),
+        **({"score_once": registration} if registration else {}),
     })
     # a resumed run continues its CSV and TensorBoard histories from the checkpoint's step (tinygpt/train/logs.py)
     loggers = [instantiate(logger, save_dir=str(run_dir), **resume_kwargs(logger._target_, resume_step))
