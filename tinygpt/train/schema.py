@@ -98,6 +98,15 @@ class DiagnosticsConfig:
 
 
 @dataclass
+class ScoreOnceSchema:
+    """The held-out scoring a run pre-registers; tinygpt/train/score_once.py checks the steps against
+    trainer.max_steps and the kept checkpoints, and a resumed run against what run.json registered."""
+
+    steps: list[int] = field(default_factory=list)
+    recipe: str | None = None
+
+
+@dataclass
 class SpeedSchema:
     """The `speed` node's types; tinygpt/train/speedups.py's SpeedConfig checks the switches' values, and
     peak_flops (FLOP/s per trainer.precision) is MFU's denominator (tinygpt/train/speed.py)."""
@@ -126,6 +135,7 @@ class RunConfig:
     sample: SampleConfig = field(default_factory=SampleConfig)
     progress: ProgressConfig = field(default_factory=ProgressConfig)
     diagnostics: DiagnosticsConfig = field(default_factory=DiagnosticsConfig)
+    score_once: ScoreOnceSchema = field(default_factory=ScoreOnceSchema)
     speed: SpeedSchema = field(default_factory=SpeedSchema)
     sweep: SweepConfig = field(default_factory=SweepConfig)
     model: Any = None
@@ -171,6 +181,7 @@ def validate_run_config(cfg: DictConfig) -> RunConfig:
         sample=_typed(SampleConfig, cfg.sample, "sample"),
         progress=_typed(ProgressConfig, cfg.get("progress", {}), "progress"),
         diagnostics=_typed(DiagnosticsConfig, cfg.get("diagnostics", {}), "diagnostics"),
+        score_once=_typed(ScoreOnceSchema, cfg.get("score_once", {}), "score_once"),
         speed=_typed(SpeedSchema, cfg.get("speed", {}), "speed"),
         sweep=_typed(SweepConfig, cfg.get("sweep", {}), "sweep"),
         model=cfg.model, data=cfg.data, optim=_typed(OptimConfig, cfg.optim, "optim"), trainer=cfg.trainer,
