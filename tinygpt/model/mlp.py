@@ -27,7 +27,12 @@ class SwiGLU(nn.Module):
 
     Never has biases, whatever GPTConfig.bias says: 000's SwiGLU is bias-free, and its "+ SwiGLU only"
     count (28,916,736, on a model whose other layers have biases) depends on it.
+
+    `fused` (speed.projections, runtime only, set by tinygpt/train/speedups.py): gate and up as one matmul
+    against their weights concatenated per forward; the parameters and their names stay as they are.
     """
+
+    fused = False
 
     def __init__(self, d: int, hidden: int):
         super().__init__()
@@ -36,7 +41,11 @@ class SwiGLU(nn.Module):
         self.down = nn.Linear(hidden, d, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down(F.silu(self.gate(x)) * self.up(x))
+        if self.fused:
+            gate, up = F.linear(x, torch.cat([self.gate.weight, self.up.weight])).chunk(2, dim=-1)
+        else:
+            gate, up = self.gate(x), self.up(x)
+        return self.down(F.silu(gate) * up)
 
 
 def route(router_logits: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
