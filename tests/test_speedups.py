@@ -320,3 +320,28 @@ def test_fused_projections_route_through_one_matmul_and_keep_the_state_dict(monk
     calls.clear()
     plain.model(idx)
     assert 3 * 32 not in calls and 2 * hidden not in calls
+
+
+@pytest.mark.parametrize("variant", ["rope", "gqa", "gpt2_style", "qk_norm"])
+def test_the_trunk_traces_as_one_graph_for_compile(variant):
+    """speed.compile's trunk (RoPE as a complex product, fused projections, explicit attention dropout) traces
+    into one graph with no breaks (fullgraph=True fails on any), and the traced trunk gives the eager loss and
+    gradients. Dynamo's "eager" backend checks the tracing in seconds; inductor's code generation is measured
+    in docs/benchmarks/train.md, not here."""
+    from model_variants import VARIANTS
+
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(**{**TINY, **VARIANTS[variant], "dropout": 0.1}))
+    apply_to_model(model, SpeedConfig())
+    idx = torch.randint(0, 61, (3, 24))
+    results = []
+    for features in (model.features, torch.compile(model.features, backend="eager", fullgraph=True)):
+        torch.manual_seed(1)
+        hidden, aux = features(idx)
+        loss = linear_cross_entropy(hidden, model.head_weight, idx.roll(-1, 1)) + aux
+        results.append((loss, torch.autograd.grad(loss, list(model.parameters()))))
+    (ref, ref_grads), (loss, grads) = results
+    torch.testing.assert_close(loss, ref, rtol=1e-6, atol=1e-6)
+    for got, want in zip(grads, ref_grads, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)

@@ -34,8 +34,11 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     """
     real = x if x.dtype in (torch.float32, torch.float64) else x.float()
     pairs = real.unflatten(-1, (-1, 2))
-    if pairs.stride(-1) != 1 or pairs.storage_offset() % 2 or any(s % 2 for s in pairs.stride()[:-1]):
-        pairs = pairs.contiguous()  # view_as_complex needs each pair adjacent and aligned
+    # view_as_complex needs each pair adjacent and aligned: always so for attention's q and k (even head_dim);
+    # other callers' odd slices are copied. Not asked under torch.compile, which traces views without offsets.
+    if not torch.compiler.is_compiling() and (
+            pairs.stride(-1) != 1 or pairs.storage_offset() % 2 or any(s % 2 for s in pairs.stride()[:-1])):
+        pairs = pairs.contiguous()
     rotated = torch.view_as_complex(pairs) * torch.complex(cos, sin).to(dtype=torch.complex64)
     return torch.view_as_real(rotated).flatten(-2).type_as(x)
 
