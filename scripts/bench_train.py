@@ -17,7 +17,7 @@ Why it is built this way:
 - The first --warmup steps are left out of the rate (allocation, and compilation with speed.compile=true);
   their time, from the start of fit to the end of step 1, is reported as the cold start.
 - MFU divides by the peak of a large matmul measured in this process at the start of each round, so the
-  ratio holds on any machine: tokens/s x (6N + 12·L·T·D) / peak (tinygpt/train/speed.py). For since_gpt2 6N
+  ratio holds on any machine: tokens/s x (6N + 12·L·T·D) / peak (tinygpt/model/families.py). For since_gpt2 6N
   counts the 50,257 x 256 input table, which is a lookup, so its MFU is overstated by about 45%.
 - The plain loop (forward and loss through GPTModule.compute_loss, so with the same switches; backward,
   clip, AdamW, schedule) is the reference for Lightning's overhead, which should stay within 3%.
@@ -39,10 +39,10 @@ from hydra import compose, initialize_config_dir
 import tinygpt.train  # noqa: F401  (registers the config's resolvers)
 from tinygpt.cli.config import register_configs
 from tinygpt.data import TextDataModule
+from tinygpt.model.families import flops_per_token
 from tinygpt.train.module import GPTModule
 from tinygpt.train.optim import OptimConfig, build_optimizer
 from tinygpt.train.run import model_config
-from tinygpt.train.speed import flops_per_token
 from tinygpt.train.speedups import SpeedConfig, optimizer_flags
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
@@ -176,8 +176,7 @@ def main() -> None:
                     else:
                         start, ends = lightning_loop(module, datamodule, steps, precision)
                     rate = tokens * args.steps / (ends[-1] - ends[args.warmup - 1])
-                    flops = flops_per_token(module.model.num_parameters(), config.n_layers,
-                                            config.context_length, config.d_model)
+                    flops = flops_per_token(module.model)
                     mfu = rate * flops / peaks[precision][-1]
                     results.setdefault((name, precision, variant, loop), []).append((rate, mfu, ends[0] - start))
                     print(f"[round {round_ + 1}] {name} {precision} {variant} {loop}: {rate:,.0f} tokens/s, "

@@ -178,6 +178,7 @@ def test_compile_compiles_the_trunk_and_keeps_the_state_dict_names(monkeypatch):
 @pytest.mark.parametrize("bad, words", [
     ({"loss": "fast"}, ["speed.loss='fast'", "chunked, full"]),
     ({"attention": "flash"}, ["speed.attention='flash'", "sdpa, explicit"]),
+    ({"projections": "one"}, ["speed.projections='one'", "fused, separate"]),
     ({"optimizer": "sgd"}, ["speed.optimizer='sgd'", "fused, foreach, for_loop"]),
     ({"loss_chunk": 0}, ["speed.loss_chunk=0", "positive"]),
     ({"compile": "yes"}, ["speed.compile='yes'", "true or false"]),
@@ -239,3 +240,109 @@ def test_validation_scores_exactly_what_the_full_logits_score(autocast):
     assert got["tokens"] == want["tokens"] == 299 and got["bytes"] == want["bytes"]
     for key in ("bits_per_byte", "loss", "bits_per_char"):
         assert float(got[key]) == pytest.approx(float(want[key]), rel=1e-6)
+
+
+def _old_rope(x, cos, sin):
+    """apply_rope as it was written before the complex form: real halves, stacked and interleaved again."""
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2).type_as(x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rope_as_a_complex_product_gives_the_interleaved_real_formula(dtype):
+    """Same values (fp32: to 1e-6; bf16: both round one fp32 result) and gradients, in the same interleaved
+    convention, also on the non-contiguous (B, H, T, hd) views attention passes and on misaligned slices.
+    bf16 gradients: the old formula rounded each of a pair's two terms to bf16 before adding them, the complex
+    one rounds their fp32 sum once; so the new one is held to the fp32 gradient at bf16's own tolerance (the
+    old one misses it on 1.4% of the entries)."""
+    from tinygpt.model.position import apply_rope, rope_angles
+
+    torch.manual_seed(0)
+    cos, sin = rope_angles(16, 40)
+    for x in (torch.randn(2, 40, 3, 16).transpose(1, 2), torch.randn(2, 3, 40, 17)[..., 1:]):
+        x = x.to(dtype).requires_grad_()
+        got, want = apply_rope(x, cos, sin), _old_rope(x, cos, sin)
+        assert got.dtype == dtype and got.shape == x.shape
+        torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+        grad = torch.randn_like(got)
+        exact = torch.autograd.grad(_old_rope(x.float(), cos, sin), x, grad.float())[0]
+        if dtype == torch.float32:
+            torch.testing.assert_close(torch.autograd.grad(got, x, grad)[0], exact, rtol=1e-6, atol=1e-6)
+        else:  # bf16's own tolerance (rtol 1.6e-2)
+            torch.testing.assert_close(torch.autograd.grad(got, x, grad)[0], exact.to(dtype))
+    # the pair (x0, x1) = (1, 0) at position 1 turns by theta_0 = 1 rad into (cos 1, sin 1); pair 1 stays put
+    v = torch.tensor([[1.0, 0.0, 0.0, 1.0]])
+    torch.testing.assert_close(apply_rope(v, *(t[1:2] for t in rope_angles(4, 2))),
+                               torch.tensor([[0.5403023, 0.8414710, -0.0099998, 0.9999500]]))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("variant", ["rope", "gqa", "gpt2_style", "moe", "qk_norm"])
+def test_fused_projections_give_the_separate_loss_and_gradients(variant, dtype):
+    """speed.projections=fused (one matmul for q/k/v and for SwiGLU's gate/up) against separate Linears.
+    Tolerance: fp32 1e-5 relative (float rounding of a differently blocked matmul); bf16 autocast: the loss to
+    1e-2 and each gradient within 2% of its largest entry (bf16's 8 bits, rounded in a different order)."""
+    from model_variants import VARIANTS
+
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(**{**TINY, **VARIANTS[variant]}))
+    idx = torch.randint(0, 61, (3, 24))
+    results = {}
+    for projections in ("separate", "fused"):
+        apply_to_model(model, SpeedConfig(projections=projections))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == torch.bfloat16):
+            out = model(idx)
+            loss = F.cross_entropy(out.logits.flatten(0, 1).float(), idx.roll(-1, 1).flatten()) + out.aux_loss
+        results[projections] = (loss, torch.autograd.grad(loss, list(model.parameters())))
+    attn, mlp = model.blocks[0].attention, model.blocks[0].mlp
+    assert attn.fused and (getattr(mlp, "fused", True) or variant == "gpt2_style")
+    (loss, grads), (ref, ref_grads) = results["fused"], results["separate"]
+    if dtype == torch.float32:
+        torch.testing.assert_close(loss, ref, rtol=1e-5, atol=1e-6)
+        for got, want in zip(grads, ref_grads, strict=True):
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    else:
+        torch.testing.assert_close(loss, ref, rtol=1e-2, atol=1e-2)
+        for got, want in zip(grads, ref_grads, strict=True):
+            assert (got - want).abs().max() <= 0.02 * want.abs().max() + 1e-6
+
+
+def test_fused_projections_route_through_one_matmul_and_keep_the_state_dict(monkeypatch):
+    calls = []
+    original = F.linear
+    monkeypatch.setattr(F, "linear", lambda x, w, b=None: calls.append(w.shape[0]) or original(x, w, b))
+    plain = GPTModule(TINY, {}, 10, speed={"projections": "separate"})
+    module = GPTModule(TINY, {}, 10, speed={"projections": "fused"})
+    assert list(module.state_dict()) == list(plain.state_dict())
+    idx = torch.randint(0, 61, (2, 24))
+    module.model(idx)
+    hidden = module.model_config.resolved_mlp_hidden
+    assert calls.count(3 * 32) == 2 and calls.count(2 * hidden) == 2  # per layer: one qkv, one gate/up
+    calls.clear()
+    plain.model(idx)
+    assert 3 * 32 not in calls and 2 * hidden not in calls
+
+
+@pytest.mark.parametrize("variant", ["rope", "gqa", "gpt2_style", "qk_norm"])
+def test_the_trunk_traces_as_one_graph_for_compile(variant):
+    """speed.compile's trunk (RoPE as a complex product, fused projections, explicit attention dropout) traces
+    into one graph with no breaks (fullgraph=True fails on any), and the traced trunk gives the eager loss and
+    gradients. Dynamo's "eager" backend checks the tracing in seconds; inductor's code generation is measured
+    in docs/benchmarks/train.md, not here."""
+    from model_variants import VARIANTS
+
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(**{**TINY, **VARIANTS[variant], "dropout": 0.1}))
+    apply_to_model(model, SpeedConfig())
+    idx = torch.randint(0, 61, (3, 24))
+    results = []
+    for features in (model.features, torch.compile(model.features, backend="eager", fullgraph=True)):
+        torch.manual_seed(1)
+        hidden, aux = features(idx)
+        loss = linear_cross_entropy(hidden, model.head_weight, idx.roll(-1, 1)) + aux
+        results.append((loss, torch.autograd.grad(loss, list(model.parameters()))))
+    (ref, ref_grads), (loss, grads) = results
+    torch.testing.assert_close(loss, ref, rtol=1e-6, atol=1e-6)
+    for got, want in zip(grads, ref_grads, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)

@@ -21,10 +21,16 @@ class CausalSelfAttention(nn.Module):
     dropout is computed while training with dropout > 0: "sdpa" passes dropout_p to
     `scaled_dot_product_attention`, whose CPU dropout path is slow; "explicit" writes the softmax out and drops
     its weights with F.dropout (the same Bernoulli(1 - p) mask and 1/(1 - p) scaling). Without dropout both
-    use SDPA, which is exact attention either way.
+    use SDPA, which is exact attention either way (and SDPA's CPU flash kernel was about 4x faster than the
+    written-out softmax at T 256, head 48: docs/benchmarks/train.md).
+
+    `fused` (speed.projections, likewise runtime only): q, k and v come from one matmul against the three
+    weights concatenated per forward, as litgpt's fused QKV does, while the parameters stay three Linears
+    (names, checkpoints and the HF exporter unchanged); the same numbers up to float rounding.
     """
 
     impl = "sdpa"
+    fused = False
 
     def __init__(self, config: GPTConfig, layer_index: int):
         super().__init__()
@@ -47,9 +53,10 @@ class CausalSelfAttention(nn.Module):
         """x: (B, T, d). rope: cos and sin rows for x's positions, or None. cache: past keys and values.
         attn_bias: (n_heads, T, keys) added to the scores before the causal mask (ALiBi), or None."""
         B, T, _ = x.shape
-        q = self.q_proj(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)
-        k = self.k_proj(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)
-        v = self.v_proj(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        q, k, v = self._project(x)
+        q = q.view(B, T, self.n_heads, self.head_dim).transpose(1, 2)
+        k = k.view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        v = v.view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         if rope is not None:  # values are never rotated: position decides who attends, not what is passed
@@ -83,6 +90,15 @@ class CausalSelfAttention(nn.Module):
         mask = bias.to(q.dtype).masked_fill(~visible, float("-inf"))
         k, v = self._repeat_kv(k), self._repeat_kv(v)
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+
+    def _project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """q, k, v as (B, T, width) each: three matmuls, or (fused) one over the concatenated weights."""
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        if not self.fused:
+            return tuple(p(x) for p in projections)
+        weight = torch.cat([p.weight for p in projections])
+        bias = None if self.q_proj.bias is None else torch.cat([p.bias for p in projections])
+        return F.linear(x, weight, bias).split([p.out_features for p in projections], dim=-1)
 
     def _repeat_kv(self, t: torch.Tensor) -> torch.Tensor:
         """Line each key/value head up with its group of query heads: heads [a, b] become [a, a, b, b]."""

@@ -39,7 +39,12 @@ class SwiGLU(nn.Module):
 
     Never has biases, whatever GPTConfig.bias says: 000's SwiGLU is bias-free, and its "+ SwiGLU only"
     count (28,916,736, on a model whose other layers have biases) depends on it.
+
+    `fused` (speed.projections, runtime only, set by tinygpt/train/speedups.py): gate and up as one matmul
+    against their weights concatenated per forward; the parameters and their names stay as they are.
     """
+
+    fused = False
 
     def __init__(self, d: int, hidden: int):
         super().__init__()
@@ -50,7 +55,11 @@ class SwiGLU(nn.Module):
     has_aux_loss = False
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, None]:
-        return self.down(F.silu(self.gate(x)) * self.up(x)), None
+        if self.fused:
+            gate, up = F.linear(x, torch.cat([self.gate.weight, self.up.weight])).chunk(2, dim=-1)
+        else:
+            gate, up = self.gate(x), self.up(x)
+        return self.down(F.silu(gate) * up), None
 
 
 def route(router_logits: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:

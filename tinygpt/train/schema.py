@@ -115,6 +115,7 @@ class SpeedSchema:
     loss_chunk: int | None = None
     attention: str = "explicit"
     compile: bool = False
+    projections: str = "fused"
     optimizer: str = "fused"
     peak_flops: dict[str, float] = field(default_factory=dict)
 

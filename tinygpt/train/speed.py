@@ -1,6 +1,6 @@
 """Tokens per second and model FLOPs utilization (MFU), logged every step.
 
-FLOPs per token follow 003 (and PaLM's convention): 6N for the parameters, forward and backward, plus
+FLOPs per token (tinygpt/model/families.py, passed in by the run) follow 003 and PaLM: 6N for the parameters, plus
 12·L·T·D for attention's own scores and weighted sums. MFU divides the achieved rate by a *measured* peak
 of the machine (``speed.peak_flops``), never a datasheet number: on this project's 2-core CPU, 205 GFLOP/s
 fp32 and 865 GFLOP/s bf16 from a large matmul. Lightning's ThroughputMonitor only knows GPU datasheet
@@ -13,10 +13,6 @@ import time
 from collections import deque
 
 import lightning as L
-
-
-def flops_per_token(n_params: int, n_layers: int, context_length: int, d_model: int) -> int:
-    return 6 * n_params + 12 * n_layers * context_length * d_model
 
 
 class SpeedMonitor(L.Callback):

@@ -9,6 +9,9 @@ Each switch changes how a step is computed, never what it computes beyond a stat
 - `attention`: how attention dropout is computed while training with dropout > 0 (model/attention.py):
   "sdpa" inside `scaled_dot_product_attention` (slow on CPU), "explicit" as softmax weights dropped by
   F.dropout. The same distribution (a Bernoulli(1 - p) mask and 1/(1 - p) scaling), different random draws.
+- `projections`: "fused" computes attention's q, k, v as one matmul and SwiGLU's gate and up as one, against
+  the weights concatenated per forward (the parameters stay separate Linears: names and checkpoints unchanged);
+  "separate" is one matmul per Linear. Loss and gradients agree to float rounding (tested, fp32 and bf16).
 - `compile`: `torch.compile` of the model's trunk (everything but the head and loss) for training. It costs a
   cold start of tens of seconds on a CPU (inductor builds C++ kernels), paid again for every new process.
 - `optimizer`: AdamW's implementation, "fused" (one kernel over all parameters; CPU and CUDA), "foreach"
@@ -26,10 +29,12 @@ from typing import Any
 from torch import nn
 
 from tinygpt.model.attention import ATTENTION_IMPLS, CausalSelfAttention
+from tinygpt.model.mlp import SwiGLU
 
 CHOICES = {
     "loss": ("chunked", "full"),
     "attention": ATTENTION_IMPLS,
+    "projections": ("fused", "separate"),
     "optimizer": ("fused", "foreach", "for_loop"),
 }
 
@@ -39,6 +44,7 @@ class SpeedConfig:
     loss: str = "chunked"
     loss_chunk: int | None = None
     attention: str = "explicit"
+    projections: str = "fused"
     compile: bool = False
     optimizer: str = "fused"
 
@@ -74,6 +80,8 @@ def apply_to_model(model: nn.Module, config: SpeedConfig) -> None:
     for module in model.modules():
         if isinstance(module, CausalSelfAttention):
             module.impl = config.attention
+        if isinstance(module, (CausalSelfAttention, SwiGLU)):
+            module.fused = config.projections == "fused"
 
 
 def optimizer_flags(config: SpeedConfig) -> dict[str, bool]:
