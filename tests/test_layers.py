@@ -16,7 +16,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
-# lowest first; see docs/architecture-layers.md for what lives where and why
+# lowest first; see docs/architecture.md for what lives where and why
 LAYERS: list[set[str]] = [
     {"common"},                          # atomic writes, eval-mode scopes: imports nothing of tinygpt
     {"model", "data"},                   # the networks; corpora, tokenizers, splits, windows: unaware of each other

@@ -83,7 +83,13 @@ def test_two_identical_command_line_runs_the_second_refuses_in_one_line(small_co
         deadline = time.monotonic() + 120
         while not (tmp_path / "run.json").exists() and time.monotonic() < deadline:
             time.sleep(0.05)
-        second = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
+        # the first holds the folder's lock from before it writes run.json until it exits; paused, it cannot
+        # finish while the second starts up (a fast machine did, and the second then skipped a finished run)
+        os.kill(first.pid, signal.SIGSTOP)
+        try:
+            second = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
+        finally:
+            os.kill(first.pid, signal.SIGCONT)
         assert second.returncode == 2
         error = [line for line in second.stderr.splitlines() if "[tinygpt]" in line]
         assert len(error) == 1 and f"process {first.pid}" in error[0] and str(tmp_path) in error[0]

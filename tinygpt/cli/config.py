@@ -4,7 +4,7 @@ Each entry point (tinygpt/cli/*, the Hydra scripts, the tests' compose helper) c
 nothing registers by being imported, so what a config is checked against never depends on import order.
 The schemas themselves live beside the code that reads them: the model families' (tinygpt/model/schema.py),
 the data group's (tinygpt/data/config.py), and the run's top-level keys, optim and sweep
-(tinygpt/train/schema.py). docs/architecture-config.md draws the tree.
+(tinygpt/train/schema.py). docs/architecture.md draws the tree.
 """
 
 from __future__ import annotations
