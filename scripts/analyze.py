@@ -22,9 +22,19 @@ register_configs()  # the typed schemas (tinygpt/cli/config.py), before Hydra co
 
 @hydra.main(config_path="../conf/tools", config_name="analyze", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    analyze(cfg.run_dir, split=cfg.split, baselines=cfg.baselines, samples=cfg.samples, seed=cfg.seed,
-            temperature=cfg.temperature, prompt=cfg.prompt, greedy_prompt=cfg.greedy_prompt,
-            sample_chars=cfg.sample_chars, spans=tuple(cfg.spans), device=cfg.device)
+    analyze(
+        cfg.run_dir,
+        split=cfg.split,
+        baselines=cfg.baselines,
+        samples=cfg.samples,
+        seed=cfg.seed,
+        temperature=cfg.temperature,
+        prompt=cfg.prompt,
+        greedy_prompt=cfg.greedy_prompt,
+        sample_chars=cfg.sample_chars,
+        spans=tuple(cfg.spans),
+        device=cfg.device,
+    )
 
 
 if __name__ == "__main__":

@@ -20,8 +20,9 @@ register_configs()  # the typed schemas (tinygpt/cli/config.py), before Hydra co
 
 @hydra.main(config_path="../conf", config_name="tools/baselines", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    run_baselines(cfg.data, split=cfg.split, kn_order=cfg.kn_order, lstm_run=cfg.lstm_run, out_dir=cfg.out_dir,
-                  device=cfg.device)
+    run_baselines(
+        cfg.data, split=cfg.split, kn_order=cfg.kn_order, lstm_run=cfg.lstm_run, out_dir=cfg.out_dir, device=cfg.device
+    )
 
 
 if __name__ == "__main__":

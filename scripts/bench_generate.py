@@ -28,8 +28,15 @@ from tinygpt.cli.config import register_configs
 from tinygpt.model import GPT, GPTConfig, generate
 
 ROOT = Path(__file__).resolve().parents[1]
-MODERN_SINCE_GPT2 = ["model=since_gpt2", "model/position=rope", "model/norm=rmsnorm", "model.mlp=swiglu",
-                     "model.n_kv_heads=2", "model.bias=false", "model.context_length=1024"]
+MODERN_SINCE_GPT2 = [
+    "model=since_gpt2",
+    "model/position=rope",
+    "model/norm=rmsnorm",
+    "model.mlp=swiglu",
+    "model.n_kv_heads=2",
+    "model.bias=false",
+    "model.context_length=1024",
+]
 
 
 def benchmark_config() -> GPTConfig:
@@ -56,8 +63,7 @@ def timed_generate(model: GPT, prompt: torch.Tensor, n: int, use_cache: bool) ->
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--new-tokens", type=int, nargs="+", default=[100, 500, 994])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks" / "generate.md")
     parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds (median and spread)")
@@ -87,39 +93,46 @@ def main() -> None:
         t_cached, t_uncached = statistics.median(times[n, True]), statistics.median(times[n, False])
         ratios = [u / c for u, c in zip(times[n, False], times[n, True], strict=True)]
         speeds[n] = (n / t_uncached, n / t_cached)
-        rows.append(f"| {n} | {n / t_uncached:.1f} | {n / t_cached:.1f} | {t_uncached / t_cached:.1f}× "
-                    f"({min(ratios):.1f}-{max(ratios):.1f}) | {t_uncached:.1f} s ({min(times[n, False]):.1f}-"
-                    f"{max(times[n, False]):.1f}) | {t_cached:.2f} s ({min(times[n, True]):.2f}-"
-                    f"{max(times[n, True]):.2f}) | {'yes' if same[n] else 'NO'} |")
+        rows.append(
+            f"| {n} | {n / t_uncached:.1f} | {n / t_cached:.1f} | {t_uncached / t_cached:.1f}× "
+            f"({min(ratios):.1f}-{max(ratios):.1f}) | {t_uncached:.1f} s ({min(times[n, False]):.1f}-"
+            f"{max(times[n, False]):.1f}) | {t_cached:.2f} s ({min(times[n, True]):.2f}-"
+            f"{max(times[n, True]):.2f}) | {'yes' if same[n] else 'NO'} |"
+        )
 
-    table = "\n".join([
-        "| new tokens | no cache (tokens/s) | cache (tokens/s) | speed-up (spread of rounds) | no cache, total "
-        "| cache, total | same tokens |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | :---: |",
-        *rows,
-    ])
+    table = "\n".join(
+        [
+            "| new tokens | no cache (tokens/s) | cache (tokens/s) | speed-up (spread of rounds) | no cache, total "
+            "| cache, total | same tokens |",
+            "| ---: | ---: | ---: | ---: | ---: | ---: | :---: |",
+            *rows,
+        ]
+    )
     first, last = min(speeds), max(speeds)
-    checks = [f"- cached / uncached at {last}: {speeds[last][1] / speeds[last][0]:.1f}× (target ≥ 20×)",
-              f"- cached speed at {last} / cached speed at {first}: {speeds[last][1] / speeds[first][1]:.2f} "
-              "(target ≥ 0.8)"]
-    doc = "\n".join([
-        "# Generation speed with and without the KV cache",
-        "",
-        "Produced by `python scripts/bench_generate.py`. Greedy decoding from a 6-token prompt, batch 1, "
-        f"fp32 on the CPU. Model: 000's \"all four, no biases\" variant of `since_gpt2` "
-        f"({model.num_parameters():,} parameters, random weights) with `context_length=1024`; overrides "
-        f"`{' '.join(MODERN_SINCE_GPT2)}`. The uncached loop reruns the model over the whole text each step, "
-        "as chapter 4's does; the cached one uses the preallocated KV cache. After a warm-up, "
-        f"{args.repeats} interleaved rounds; medians, with the min-max over the rounds in brackets.",
-        "",
-        f"Machine: {cpu_name()}, {torch.get_num_threads()} torch threads, "
-        f"torch {torch.__version__}, Python {platform.python_version()}.",
-        "",
-        table,
-        "",
-        *checks,
-        "",
-    ])
+    checks = [
+        f"- cached / uncached at {last}: {speeds[last][1] / speeds[last][0]:.1f}× (target ≥ 20×)",
+        f"- cached speed at {last} / cached speed at {first}: {speeds[last][1] / speeds[first][1]:.2f} (target ≥ 0.8)",
+    ]
+    doc = "\n".join(
+        [
+            "# Generation speed with and without the KV cache",
+            "",
+            "Produced by `python scripts/bench_generate.py`. Greedy decoding from a 6-token prompt, batch 1, "
+            f'fp32 on the CPU. Model: 000\'s "all four, no biases" variant of `since_gpt2` '
+            f"({model.num_parameters():,} parameters, random weights) with `context_length=1024`; overrides "
+            f"`{' '.join(MODERN_SINCE_GPT2)}`. The uncached loop reruns the model over the whole text each step, "
+            "as chapter 4's does; the cached one uses the preallocated KV cache. After a warm-up, "
+            f"{args.repeats} interleaved rounds; medians, with the min-max over the rounds in brackets.",
+            "",
+            f"Machine: {cpu_name()}, {torch.get_num_threads()} torch threads, "
+            f"torch {torch.__version__}, Python {platform.python_version()}.",
+            "",
+            table,
+            "",
+            *checks,
+            "",
+        ]
+    )
     print("\n" + "\n".join(checks))
     if not args.no_write:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -87,8 +87,9 @@ class StepTimes(L.Callback):
 def plain_loop(module: GPTModule, batches, steps: int, precision: str) -> tuple[float, list[float]]:
     """What the Trainer does, by hand: loss (module.compute_loss), backward, clip, AdamW, schedule."""
     model = module.train()
-    optimizer, schedule = build_optimizer(module.model, module.optim_config, steps,
-                                          optimizer_flags(module.speed_config))
+    optimizer, schedule = build_optimizer(
+        module.model, module.optim_config, steps, optimizer_flags(module.speed_config)
+    )
     autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16-mixed")
     start, ends = time.perf_counter(), []
     for step in range(steps):
@@ -106,10 +107,20 @@ def plain_loop(module: GPTModule, batches, steps: int, precision: str) -> tuple[
 
 def lightning_loop(module: GPTModule, datamodule, steps: int, precision: str) -> tuple[float, list[float]]:
     timer = StepTimes()
-    trainer = L.Trainer(max_steps=steps, precision=precision, logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0,
-                        max_epochs=-1, callbacks=[timer], gradient_clip_val=module.optim_config.grad_clip,
-                        accelerator="cpu", devices=1)
+    trainer = L.Trainer(
+        max_steps=steps,
+        precision=precision,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+        max_epochs=-1,
+        callbacks=[timer],
+        gradient_clip_val=module.optim_config.grad_clip,
+        accelerator="cpu",
+        devices=1,
+    )
     trainer.fit(module, datamodule=datamodule)
     return timer.start, timer.ends
 
@@ -179,8 +190,11 @@ def main() -> None:
                     flops = flops_per_token(module.model)
                     mfu = rate * flops / peaks[precision][-1]
                     results.setdefault((name, precision, variant, loop), []).append((rate, mfu, ends[0] - start))
-                    print(f"[round {round_ + 1}] {name} {precision} {variant} {loop}: {rate:,.0f} tokens/s, "
-                          f"MFU {mfu:.1%}, first step {ends[0] - start:.1f} s", flush=True)
+                    print(
+                        f"[round {round_ + 1}] {name} {precision} {variant} {loop}: {rate:,.0f} tokens/s, "
+                        f"MFU {mfu:.1%}, first step {ends[0] - start:.1f} s",
+                        flush=True,
+                    )
 
     lines = [
         f"`python scripts/bench_train.py {' '.join(_given_args())}` on {platform.machine()}, "
@@ -193,11 +207,16 @@ def main() -> None:
     ]
     for (name, precision, variant, loop), runs in results.items():
         rates = [r for r, _, _ in runs]
-        lines.append(f"| {name} | {precision} | {variant} | {loop} | {statistics.median(rates):,.0f} | "
-                     f"{min(rates):,.0f}-{max(rates):,.0f} | {statistics.median(m for _, m, _ in runs):.1%} | "
-                     f"{statistics.median(c for _, _, c in runs):.1f} |")
-    lines += ["", "| shape | precision | variant | Lightning / plain | vs first variant (Lightning) |",
-              "| --- | --- | --- | ---: | ---: |"]
+        lines.append(
+            f"| {name} | {precision} | {variant} | {loop} | {statistics.median(rates):,.0f} | "
+            f"{min(rates):,.0f}-{max(rates):,.0f} | {statistics.median(m for _, m, _ in runs):.1%} | "
+            f"{statistics.median(c for _, _, c in runs):.1f} |"
+        )
+    lines += [
+        "",
+        "| shape | precision | variant | Lightning / plain | vs first variant (Lightning) |",
+        "| --- | --- | --- | ---: | ---: |",
+    ]
     for (name, precision, variant, loop), runs in results.items():
         if loop != "lightning":
             continue

@@ -172,9 +172,7 @@ def main(cfg: DictConfig) -> None:
             if index == 0:
                 corpus_rows.append(corpus_row(dm))
             token_rows.append(tokenizer_row(dm))
-            print(
-                f"[data_stats] {corpus} / {tokenizer}: {time.perf_counter() - started:.1f} s", file=sys.stderr
-            )
+            print(f"[data_stats] {corpus} / {tokenizer}: {time.perf_counter() - started:.1f} s", file=sys.stderr)
     block = report(corpus_rows, token_rows, cfg.context_length)
     print(block)
     if cfg.write:

@@ -72,11 +72,16 @@ def time_parts(cfg, steps: int, warmup: int, device: str) -> dict:
     step_s = sum(per_step.values())
     peak = cfg.speed.peak_flops.get(str(cfg.trainer.precision))
     rate = tokens / step_s
-    return {"tokenizer": cfg.data.tokenizer.name, "vocab": datamodule.vocab_size,
-            "parameters": model.num_parameters(), "tokens": tokens,
-            "parts_ms": {k: v * 1e3 for k, v in per_step.items()},
-            "step_ms": step_s * 1e3, "tokens_per_s": rate,
-            "mfu": rate * families.flops_per_token(model) / peak if peak else None}
+    return {
+        "tokenizer": cfg.data.tokenizer.name,
+        "vocab": datamodule.vocab_size,
+        "parameters": model.num_parameters(),
+        "tokens": tokens,
+        "parts_ms": {k: v * 1e3 for k, v in per_step.items()},
+        "step_ms": step_s * 1e3,
+        "tokens_per_s": rate,
+        "mfu": rate * families.flops_per_token(model) / peak if peak else None,
+    }
 
 
 def main() -> None:
@@ -86,26 +91,33 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--out", default=None, help="also write the Markdown table here")
-    parser.add_argument("overrides", nargs="*", default=["experiment=blog"],
-                        help="config overrides (default: experiment=blog)")
+    parser.add_argument(
+        "overrides", nargs="*", default=["experiment=blog"], help="config overrides (default: experiment=blog)"
+    )
     args = parser.parse_args()
     rows = []
     for kind in ("char", "bpe"):
         with initialize_config_dir(str(CONF), version_base="1.3"):
             cfg = compose("train", overrides=[*args.overrides, f"data/tokenizer={kind}"])
         rows.append(time_parts(cfg, args.steps, args.warmup, args.device))
-    lines = [f"# Step parts: `python scripts/step_parts.py --steps {args.steps} --warmup {args.warmup} "
-             f"{' '.join(args.overrides)}`", "",
-             f"{platform.machine()}, device {args.device}, {torch.get_num_threads()} torch threads, torch "
-             f"{torch.__version__}; milliseconds per step, averaged over {args.steps} steps.", "",
-             "| tokens | parameters | batch | forward | backward | optimizer | step | tokens/s | MFU |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        f"# Step parts: `python scripts/step_parts.py --steps {args.steps} --warmup {args.warmup} "
+        f"{' '.join(args.overrides)}`",
+        "",
+        f"{platform.machine()}, device {args.device}, {torch.get_num_threads()} torch threads, torch "
+        f"{torch.__version__}; milliseconds per step, averaged over {args.steps} steps.",
+        "",
+        "| tokens | parameters | batch | forward | backward | optimizer | step | tokens/s | MFU |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for r in rows:
         ms = r["parts_ms"]
         mfu = "" if r["mfu"] is None else f"{r['mfu']:.1%}"
-        lines.append(f"| {r['tokenizer']} (V={r['vocab']:,}) | {r['parameters']:,} | {ms['batch']:.1f} | "
-                     f"{ms['forward']:.1f} | {ms['backward']:.1f} | {ms['optimizer']:.1f} | {r['step_ms']:.1f} | "
-                     f"{r['tokens_per_s']:,.0f} | {mfu} |")
+        lines.append(
+            f"| {r['tokenizer']} (V={r['vocab']:,}) | {r['parameters']:,} | {ms['batch']:.1f} | "
+            f"{ms['forward']:.1f} | {ms['backward']:.1f} | {ms['optimizer']:.1f} | {r['step_ms']:.1f} | "
+            f"{r['tokens_per_s']:,.0f} | {mfu} |"
+        )
     text = "\n".join(lines) + "\n"
     if args.out:
         Path(args.out).write_text(text)

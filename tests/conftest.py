@@ -36,8 +36,10 @@ def compose_train(overrides: list[str]):
 def small_corpus(tmp_path_factory) -> Path:
     """About 30 KB of word salad from a fixed vocabulary: enough for windows of 32, no data root needed."""
     rng = random.Random(0)
-    words = ("time machine traveller the of and a to in was it that he I his had with at for as "
-             "future morlocks eloi sphinx night light green white world strange").split()
+    words = (
+        "time machine traveller the of and a to in was it that he I his had with at for as "
+        "future morlocks eloi sphinx night light green white world strange"
+    ).split()
     lines = [" ".join(rng.choice(words) for _ in range(12)) for _ in range(500)]
     path = tmp_path_factory.mktemp("corpus") / "salad.txt"
     path.write_text("\n".join(lines) + "\n")
@@ -48,6 +50,7 @@ def small_corpus(tmp_path_factory) -> Path:
 def tiny_cfg(small_corpus):
     def make(*extra: str):
         return compose_train(TINY_RUN + ["data=textfile", f"data.path={small_corpus}", *extra])
+
     return make
 
 

@@ -15,6 +15,5 @@ VARIANTS = {
     "postnorm_no_residual": {"prenorm": False, "residual": False},
     "qk_norm": {"qk_norm": True},
     "head_dim": {"head_dim": 12, "n_kv_heads": 2},
-    "gpt2_style": {"position": "learned", "norm": "layernorm", "mlp": "gelu", "bias": True,
-                   "tie_embeddings": False},
+    "gpt2_style": {"position": "learned", "norm": "layernorm", "mlp": "gelu", "bias": True, "tie_embeddings": False},
 }

@@ -14,17 +14,17 @@ from tinygpt.analysis.repeats import copied_mask, repeated_mask, repeats_table
 def copied_003(text, train, span):
     covered = np.zeros(len(text), dtype=bool)
     for i in range(len(text) - span + 1):
-        if text[i:i + span] in train:
-            covered[i:i + span] = True
+        if text[i : i + span] in train:
+            covered[i : i + span] = True
     return covered
 
 
 def repeated_003(text, span, T):
     covered, first_seen = np.zeros(len(text), dtype=bool), {}
     for i in range(len(text) - span + 1):
-        s = text[i:i + span]
+        s = text[i : i + span]
         if s in first_seen and first_seen[s] < i - T:
-            covered[i:i + span] = True
+            covered[i : i + span] = True
         first_seen.setdefault(s, i)
     return covered
 

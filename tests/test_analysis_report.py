@@ -33,8 +33,9 @@ def gpt_run(tmp_path_factory, small_corpus):
 def test_per_token_costs_sum_to_the_metric(gpt_run):
     run_dir, record, _ = gpt_run
     model, tokenizer, _ = load_model(run_dir / "checkpoints" / "last.ckpt")
-    dm = TextDataModule(record["config"]["data"], context_length=model.config.context_length, seed=0,
-                        tokenizer=tokenizer)
+    dm = TextDataModule(
+        record["config"]["data"], context_length=model.config.context_length, seed=0, tokenizer=tokenizer
+    )
     bits = window_bits(model, dm.dev_split, model.config.context_length)
     row = evaluate(str(run_dir), ckpt=str(run_dir / "checkpoints" / "last.ckpt"))[0]
     assert bits[0] == 0 and bits[1:].sum() == pytest.approx(row["bits"], rel=1e-6)
@@ -44,8 +45,7 @@ def test_report_has_the_table_repeats_and_memorization(gpt_run):
     run_dir, record, base = gpt_run
     lines: list[str] = []
     report = analyze(run_dir, "dev", baselines=base, samples=2, sample_chars=16, spans=(8, 4), echo=lines.append)
-    assert list(report["table"]) == ["GPT, 4 steps", "GPT, 8 steps", "kneser-ney-3", "bz2", "lzma", "zlib",
-                                     "unigram"]
+    assert list(report["table"]) == ["GPT, 4 steps", "GPT, 8 steps", "kneser-ney-3", "bz2", "lzma", "zlib", "unigram"]
     by_step = {p["step"]: p["dev_bits_per_byte"] for p in record["curve"]}
     assert report["table"]["GPT, 8 steps"]["bits_per_byte"] == pytest.approx(by_step[8], rel=1e-5)
     assert "train_sample_bpb" in report["table"]["GPT, 8 steps"]
@@ -67,9 +67,22 @@ def test_report_has_the_table_repeats_and_memorization(gpt_run):
 
 def test_held_out_analysis_only_when_asked_and_logged(gpt_run, tmp_path):
     run_dir, _, _ = gpt_run
-    done = subprocess.run([PYTHON, "scripts/analyze.py", f"run_dir={run_dir}", "split=test", f"baselines={tmp_path}",
-                           "samples=1", "sample_chars=8", "spans=[8]"], cwd=REPO, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [
+            PYTHON,
+            "scripts/analyze.py",
+            f"run_dir={run_dir}",
+            "split=test",
+            f"baselines={tmp_path}",
+            "samples=1",
+            "sample_chars=8",
+            "spans=[8]",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     logged = [json.loads(x) for x in (run_dir / EVALUATIONS).read_text().splitlines()]
     assert [r["step"] for r in logged] == [4, 8] and all(r["split"] == "test" for r in logged)

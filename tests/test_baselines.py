@@ -27,10 +27,12 @@ def data_cfg(*overrides: str):
 
 def test_compressor_bits_are_the_growth_of_the_compressed_training_text():
     train, text = b"the time traveller " * 50, b"the time machine"
-    assert compressed_bits("zlib", train, text) == 8 * (len(zlib.compress(train + text, 9))
-                                                         - len(zlib.compress(train, 9)))
-    assert compressed_bits("bz2", train, text, given=b"x") == 8 * (len(bz2.compress(train + b"x" + text, 9))
-                                                                   - len(bz2.compress(train + b"x", 9)))
+    assert compressed_bits("zlib", train, text) == 8 * (
+        len(zlib.compress(train + text, 9)) - len(zlib.compress(train, 9))
+    )
+    assert compressed_bits("bz2", train, text, given=b"x") == 8 * (
+        len(bz2.compress(train + b"x" + text, 9)) - len(bz2.compress(train + b"x", 9))
+    )
     with pytest.raises(ValueError, match="compressor 'gzip'"):
         compressed_bits("gzip", train, text)
 
@@ -39,8 +41,8 @@ def test_compressor_bits_are_the_growth_of_the_compressed_training_text():
 def test_compressors_on_the_time_machine_match_pythons_own_to_1e_6():
     text = load_split_text(data_cfg("data=timemachine"), "test")
     raw = (real_data_root() / "timemachine" / "timemachine.txt").read_text("utf-8")
-    rest = raw[:int(len(raw) * 0.9)]
-    train, held = rest[:int(len(rest) * 0.9)], raw[int(len(raw) * 0.9):]
+    rest = raw[: int(len(raw) * 0.9)]
+    train, held = rest[: int(len(rest) * 0.9)], raw[int(len(raw) * 0.9) :]
     assert (text.train, text.text) == (train, held)  # the same splits as a training run
     t, h = train.encode(), held.encode()
     for name, compress in (("bz2", lambda b: bz2.compress(b, 9)), ("lzma", lambda b: lzma.compress(b, preset=9))):
@@ -109,15 +111,37 @@ def test_one_command_prints_every_baseline_and_logs_held_out_scoring_only(small_
 
 
 def test_baselines_script_runs_on_a_users_textfile(small_corpus, tmp_path):
-    done = subprocess.run([PYTHON, "scripts/baselines.py", "data=textfile", f"data.path={small_corpus}",
-                           f"out_dir={tmp_path}", "kn_order=2"], cwd=REPO, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [
+            PYTHON,
+            "scripts/baselines.py",
+            "data=textfile",
+            f"data.path={small_corpus}",
+            f"out_dir={tmp_path}",
+            "kn_order=2",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "kneser-ney-2: " in done.stdout and "unigram: " in done.stdout
     assert (tmp_path / "baselines_dev.json").exists()
-    bad = subprocess.run([PYTHON, "scripts/baselines.py", "data=textfile", f"data.path={small_corpus}",
-                          f"out_dir={tmp_path}", "split=train"], cwd=REPO, capture_output=True, text=True,
-                         timeout=300)
+    bad = subprocess.run(
+        [
+            PYTHON,
+            "scripts/baselines.py",
+            "data=textfile",
+            f"data.path={small_corpus}",
+            f"out_dir={tmp_path}",
+            "split=train",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert bad.returncode != 0 and "split='train' is not allowed" in bad.stderr
 
 

@@ -73,8 +73,9 @@ def test_checkpoints_in_step_order_then_last(tmp_path):
 
 def test_evaluations_append_with_one_stamp_and_read_back_in_order(tmp_path):
     assert read_evaluations(tmp_path) == []
-    append_evaluations(tmp_path, [{"split": "test", "bits_per_byte": 2.0}, {"split": "dev", "bits_per_byte": 1.0}],
-                       stamp="T0")
+    append_evaluations(
+        tmp_path, [{"split": "test", "bits_per_byte": 2.0}, {"split": "dev", "bits_per_byte": 1.0}], stamp="T0"
+    )
     append_evaluations(tmp_path, [{"split": "test", "bits_per_byte": 1.5}])
     rows = read_evaluations(tmp_path)
     assert [r["bits_per_byte"] for r in rows] == [2.0, 1.0, 1.5]

@@ -18,35 +18,38 @@ def composition_error(overrides: list[str]) -> str:
     return f"{err.value} {err.value.__cause__}"
 
 
-@pytest.mark.parametrize("override, words", [
-    # unknown keys, each group and the top level
-    ("data.batch_sz=3", ["data.batch_sz", "DataSchema"]),
-    ("data.tokenizer.vocab=3", ["data.tokenizer.vocab", "TokenizerSchema"]),
-    ("model.n_layer=2", ["model.n_layer", "GPTConfig"]),
-    ("optim.warmup=3", ["optim.warmup", "OptimConfig"]),
-    ("sample.top_kk=3", ["sample.top_kk", "SampleConfig"]),
-    ("checkpoint.every_n_step=3", ["checkpoint.every_n_step", "CheckpointConfig"]),
-    ("sweep.cpu_job=2", ["sweep.cpu_job", "SweepConfig"]),
-    ("speed.compiled=true", ["speed.compiled", "SpeedSchema"]),
-    ("progress.styles=bar", ["progress.styles", "ProgressConfig"]),
-    ("diagnostics.collapse=[1]", ["diagnostics.collapse", "DiagnosticsConfig"]),
-    ("seeds=1", ["seeds"]),
-    # wrong types
-    ("seed=abc", ["seed=abc", "Integer"]),
-    ("lr=fast", ["lr=fast", "Float"]),
-    ("data.batch_size=abc", ["data.batch_size=abc", "Integer"]),
-    ("data.test_documents=a.txt", ["data.test_documents"]),
-    ("model.d_model=wide", ["model.d_model=wide", "Integer"]),
-    ("model.qk_norm=sometimes", ["model.qk_norm=sometimes", "not a valid bool"]),
-    ("optim.lr=x", ["optim.lr=x", "Float"]),
-    ("sweep.cpu_jobs=many", ["sweep.cpu_jobs=many", "Integer"]),
-    ("speed.loss_chunk=big", ["speed.loss_chunk=big", "Integer"]),
-    ("speed.peak_flops.bf16-mixed=lots", ["speed.peak_flops.bf16-mixed=lots", "Float"]),
-    ("+speed.peak_flops.h100=lots", ["speed.peak_flops.h100", "Float"]),
-    ("progress.every_n_steps=x", ["progress.every_n_steps=x", "Integer"]),
-    ("diagnostics.collapse_steps=[a]", ["diagnostics.collapse_steps", "Integer"]),
-    ("checkpoint.keep_every_n_steps=often", ["checkpoint.keep_every_n_steps=often", "Integer"]),
-])
+@pytest.mark.parametrize(
+    "override, words",
+    [
+        # unknown keys, each group and the top level
+        ("data.batch_sz=3", ["data.batch_sz", "DataSchema"]),
+        ("data.tokenizer.vocab=3", ["data.tokenizer.vocab", "TokenizerSchema"]),
+        ("model.n_layer=2", ["model.n_layer", "GPTConfig"]),
+        ("optim.warmup=3", ["optim.warmup", "OptimConfig"]),
+        ("sample.top_kk=3", ["sample.top_kk", "SampleConfig"]),
+        ("checkpoint.every_n_step=3", ["checkpoint.every_n_step", "CheckpointConfig"]),
+        ("sweep.cpu_job=2", ["sweep.cpu_job", "SweepConfig"]),
+        ("speed.compiled=true", ["speed.compiled", "SpeedSchema"]),
+        ("progress.styles=bar", ["progress.styles", "ProgressConfig"]),
+        ("diagnostics.collapse=[1]", ["diagnostics.collapse", "DiagnosticsConfig"]),
+        ("seeds=1", ["seeds"]),
+        # wrong types
+        ("seed=abc", ["seed=abc", "Integer"]),
+        ("lr=fast", ["lr=fast", "Float"]),
+        ("data.batch_size=abc", ["data.batch_size=abc", "Integer"]),
+        ("data.test_documents=a.txt", ["data.test_documents"]),
+        ("model.d_model=wide", ["model.d_model=wide", "Integer"]),
+        ("model.qk_norm=sometimes", ["model.qk_norm=sometimes", "not a valid bool"]),
+        ("optim.lr=x", ["optim.lr=x", "Float"]),
+        ("sweep.cpu_jobs=many", ["sweep.cpu_jobs=many", "Integer"]),
+        ("speed.loss_chunk=big", ["speed.loss_chunk=big", "Integer"]),
+        ("speed.peak_flops.bf16-mixed=lots", ["speed.peak_flops.bf16-mixed=lots", "Float"]),
+        ("+speed.peak_flops.h100=lots", ["speed.peak_flops.h100", "Float"]),
+        ("progress.every_n_steps=x", ["progress.every_n_steps=x", "Integer"]),
+        ("diagnostics.collapse_steps=[a]", ["diagnostics.collapse_steps", "Integer"]),
+        ("checkpoint.keep_every_n_steps=often", ["checkpoint.keep_every_n_steps=often", "Integer"]),
+    ],
+)
 def test_unknown_keys_and_wrong_types_fail_at_composition_naming_the_key(override, words):
     message = composition_error(["experiment=smoke", override])
     assert all(w in message for w in words), message
@@ -68,8 +71,17 @@ def test_a_force_added_top_level_key_fails_before_the_run_naming_it():
 @pytest.mark.parametrize("corpus", ["timemachine", "shakespeare", "peps", "textfile", "textdir"])
 def test_the_settings_every_corpus_shares_are_written_once_in_the_schema(corpus):
     data = compose_train([f"data={corpus}"]).data
-    shared = {"root": None, "test_fraction": 0.1, "test_documents": [], "test_k": 2, "split_seed": 0,
-              "dev_fraction": 0.1, "split_unit": "chars", "batch_size": 32, "eval_batch_size": 32}
+    shared = {
+        "root": None,
+        "test_fraction": 0.1,
+        "test_documents": [],
+        "test_k": 2,
+        "split_seed": 0,
+        "dev_fraction": 0.1,
+        "split_unit": "chars",
+        "batch_size": 32,
+        "eval_batch_size": 32,
+    }
     assert {key: data[key] for key in shared} == shared
     assert data.name == corpus
 

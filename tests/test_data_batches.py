@@ -19,9 +19,7 @@ def take(batches: TrainBatches, n: int) -> list[tuple[torch.Tensor, torch.Tensor
 
 
 def same(a, b) -> bool:
-    return all(
-        torch.equal(x, y) for (x1, y1), (x2, y2) in zip(a, b, strict=True) for x, y in ((x1, x2), (y1, y2))
-    )
+    return all(torch.equal(x, y) for (x1, y1), (x2, y2) in zip(a, b, strict=True) for x, y in ((x1, x2), (y1, y2)))
 
 
 def variant_a():
@@ -67,9 +65,7 @@ def test_windows_are_t_plus_one_tokens_shifted_by_one():
 
 def test_a_text_of_exactly_one_window_gives_that_window():
     x, y = RandomWindows(torch.arange(33), 4, 32, seed=5).batch(0)
-    assert torch.equal(x, torch.arange(32).expand(4, 32)) and torch.equal(
-        y, torch.arange(1, 33).expand(4, 32)
-    )
+    assert torch.equal(x, torch.arange(32).expand(4, 32)) and torch.equal(y, torch.arange(1, 33).expand(4, 32))
     with pytest.raises(ValueError, match="fewer than one window"):
         RandomWindows(torch.arange(32), 4, 32, seed=0)
 
@@ -148,9 +144,7 @@ def test_lightning_resume_continues_the_same_batch_stream(tmp_path):
 
 def test_the_datamodule_reads_the_start_step_lazily(tmp_path):
     (tmp_path / "c.txt").write_text("abcdefgh " * 300)
-    dm = TextDataModule(
-        {"root": str(tmp_path), "name": "textfile", "path": "c.txt"}, context_length=8, seed=2
-    )
+    dm = TextDataModule({"root": str(tmp_path), "name": "textfile", "path": "c.txt"}, context_length=8, seed=2)
     loader = dm.train_dataloader()
     dm.start_step = 5  # what a restored Trainer's global step does, after the loader was made
     x, y = next(iter(loader))
@@ -161,9 +155,7 @@ def test_the_datamodule_reads_the_start_step_lazily(tmp_path):
 def test_loaders_leave_the_global_rng_alone(tmp_path):
     """Dropout draws from torch's global RNG: iterating the data must not move it, or exact resume breaks."""
     (tmp_path / "c.txt").write_text("abcdefgh " * 300)
-    dm = TextDataModule(
-        {"root": str(tmp_path), "name": "textfile", "path": "c.txt"}, context_length=8, seed=2
-    )
+    dm = TextDataModule({"root": str(tmp_path), "name": "textfile", "path": "c.txt"}, context_length=8, seed=2)
     state = torch.get_rng_state()
     next(iter(dm.train_dataloader()))
     list(dm.val_dataloader())

@@ -33,15 +33,11 @@ def test_default_is_the_time_machine_with_chars(config_dir):
     data = data_node(config_dir)
     assert data.name == "timemachine" and data.tokenizer.name == "char" and data.fraction == 1.0
     config = DataConfig.from_any(data)
-    assert (
-        config.path == "timemachine/timemachine.txt" and config.test_fraction == 0.1 and config.dev == "tail"
-    )
+    assert config.path == "timemachine/timemachine.txt" and config.test_fraction == 0.1 and config.dev == "tail"
 
 
 def test_group_and_plain_overrides_compose(config_dir):
-    data = data_node(
-        config_dir, "data=peps", "data/tokenizer=bpe", "data/fraction=quarter", "data.fraction=half"
-    )
+    data = data_node(config_dir, "data=peps", "data/tokenizer=bpe", "data/fraction=quarter", "data.fraction=half")
     config = DataConfig.from_any(data)
     assert (config.name, config.corpus, config.glob, config.dev) == ("peps", "dir", "pep-*.rst", "documents")
     assert config.tokenizer.name == "bpe" and config.tokenizer.vocab_size == 2048
@@ -52,9 +48,7 @@ def test_group_and_plain_overrides_compose(config_dir):
 
 @pytest.mark.parametrize("tokenizer", ["char", "bytes", "bpe", "gpt2"])
 def test_every_tokenizer_choice_composes(config_dir, tokenizer):
-    assert (
-        DataConfig.from_any(data_node(config_dir, f"data/tokenizer={tokenizer}")).tokenizer.name == tokenizer
-    )
+    assert DataConfig.from_any(data_node(config_dir, f"data/tokenizer={tokenizer}")).tokenizer.name == tokenizer
 
 
 def test_every_corpus_config_has_the_same_flat_keys(config_dir):

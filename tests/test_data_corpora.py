@@ -61,8 +61,7 @@ def test_single_file_corpora_load_with_their_checksums(monkeypatch, name, relati
     described = dm.describe()
     assert described["root"]["origin"] == "$TINYGPT_DATA"
     assert (
-        described["corpus"]["sha256_checked"]
-        and described["corpus"]["bytes"] == (Path(DATA) / relative).stat().st_size
+        described["corpus"]["sha256_checked"] and described["corpus"]["bytes"] == (Path(DATA) / relative).stat().st_size
     )
 
 

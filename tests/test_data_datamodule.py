@@ -118,25 +118,19 @@ def test_held_out_documents_are_read_only_by_test_dataloader(tmp_path):
 
 def test_describe_is_json_and_summary_names_the_splits(tmp_path):
     book_with_marked_tail(tmp_path)
-    dm = TextDataModule(
-        {"root": str(tmp_path), "name": "textfile", "path": "book.txt"}, context_length=16, seed=0
-    )
+    dm = TextDataModule({"root": str(tmp_path), "name": "textfile", "path": "book.txt"}, context_length=16, seed=0)
     described = json.loads(json.dumps(dm.describe()))
     assert described["vocab_size"] == dm.vocab_size == dm.tokenizer.vocab_size
     assert described["tokenizer"]["name"] == "char" and described["train_fraction"] == 1.0
     assert described["splits"]["test"]["tokens"] is None  # not read at set-up
     assert described["settings"]["dev"] == "tail"
     lines = dm.summary_lines()
-    assert any("train" in line for line in lines) and any(
-        "not read until test scoring" in line for line in lines
-    )
+    assert any("train" in line for line in lines) and any("not read until test scoring" in line for line in lines)
 
 
 def test_val_batches_are_the_metric_batches(tmp_path):
     book_with_marked_tail(tmp_path)
-    dm = TextDataModule(
-        {"root": str(tmp_path), "name": "textfile", "path": "book.txt"}, context_length=16, seed=0
-    )
+    dm = TextDataModule({"root": str(tmp_path), "name": "textfile", "path": "book.txt"}, context_length=16, seed=0)
     batch = next(iter(dm.val_dataloader()))
     assert set(batch) == {"input", "target", "scored", "target_bytes", "target_chars", "target_doc"}
     assert batch["input"].shape == batch["target"].shape and batch["scored"].dtype == torch.bool
@@ -167,9 +161,7 @@ def test_no_test_split_refuses_test_dataloader(tmp_path):
 
 
 def tree(root: Path) -> dict[str, tuple[int, int]]:
-    return {
-        str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(root.rglob("*"))
-    }
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(root.rglob("*"))}
 
 
 @pytest.mark.parametrize("tokenizer", ["char", "bytes", "bpe"])
@@ -200,9 +192,7 @@ def test_empty_corpus(tmp_path):
 
 def test_corpus_shorter_than_a_window(tmp_path):
     (tmp_path / "short.txt").write_text("just a few words " * 10)
-    with pytest.raises(
-        DataError, match=r"short\.txt has \d+ tokens, fewer than one window of context_length"
-    ):
+    with pytest.raises(DataError, match=r"short\.txt has \d+ tokens, fewer than one window of context_length"):
         make(tmp_path, context_length=64, name="textfile", path="short.txt").setup()
 
 

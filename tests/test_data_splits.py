@@ -77,9 +77,7 @@ def test_no_test_and_no_dev(book):
 
 def test_dir_splits_partition_whole_documents(shelf):
     root, docs = shelf
-    plan = plan_for(
-        root, name="textdir", corpus="dir", path=".", glob="*.txt", test_k=2, dev="documents", dev_k=2
-    )
+    plan = plan_for(root, name="textdir", corpus="dir", path=".", glob="*.txt", test_k=2, dev="documents", dev_k=2)
     train = [p.document for p in plan.train]
     dev = [p.document for p in plan.dev]
     test = [p.document for p in plan.test]
@@ -102,9 +100,7 @@ def test_seeded_document_choice_is_reproducible_and_depends_on_the_seed():
 
 def test_listed_test_documents_are_held_out(shelf):
     root, docs = shelf
-    plan = plan_for(
-        root, name="textdir", corpus="dir", path=".", glob="*.txt", test_documents=["doc3.txt", "doc1.txt"]
-    )
+    plan = plan_for(root, name="textdir", corpus="dir", path=".", glob="*.txt", test_documents=["doc3.txt", "doc1.txt"])
     assert plan.test_documents == ("doc1.txt", "doc3.txt")
     assert text_of(plan.test) == docs["doc1.txt"] + docs["doc3.txt"]
     with pytest.raises(DataError, match="doc9.txt"):
@@ -113,9 +109,7 @@ def test_listed_test_documents_are_held_out(shelf):
 
 def test_dir_dev_tail_is_the_tail_of_the_remaining_documents(shelf):
     root, docs = shelf
-    plan = plan_for(
-        root, name="textdir", corpus="dir", path=".", glob="*.txt", test_k=2, dev="tail", dev_fraction=0.2
-    )
+    plan = plan_for(root, name="textdir", corpus="dir", path=".", glob="*.txt", test_k=2, dev="tail", dev_fraction=0.2)
     rest = "".join(docs[name] for name in sorted(docs) if name not in plan.test_documents)
     assert text_of(plan.train) + text_of(plan.dev) == rest
     assert text_of(plan.dev) == rest[int(len(rest) * 0.8) :]

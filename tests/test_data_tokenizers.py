@@ -22,10 +22,7 @@ from tinygpt.data.tokenizers import load_gpt2, train_bpe
 DATA = os.environ.get("TINYGPT_DATA")
 requires_data = pytest.mark.skipif(not DATA, reason="TINYGPT_DATA is not set (CI sets it to ../shared/data)")
 
-FIT = (
-    "The Time Traveller (for so it will be convenient to speak of him) was expounding a recondite matter.\n"
-    * 20
-)
+FIT = "The Time Traveller (for so it will be convenient to speak of him) was expounding a recondite matter.\n" * 20
 MIXED = "naïve café — “quotes”, emoji ✅🔗, tabs\tand\r\nCRLF, 日本語, and plain ASCII text.\n"
 
 
@@ -124,9 +121,7 @@ def test_vocabulary_is_fitted_on_the_train_split_only(tmp_path, kind):
         assert dm.describe()["unseen_dev_chars"] == dev_text.count("\ufffd") > 0
     else:
         zhe = "Ж".encode()
-        vocab_bytes = [
-            dm.tokenizer.decode([i]).encode("utf-8", "surrogatepass") for i in range(dm.vocab_size)
-        ]
+        vocab_bytes = [dm.tokenizer.decode([i]).encode("utf-8", "surrogatepass") for i in range(dm.vocab_size)]
         assert not any(zhe in token for token in vocab_bytes)  # a BPE fitted on dev would have merged it
         assert "Ж" in dev_text  # byte-level: still encodable, nothing unknown
         assert dm.describe()["unseen_dev_chars"] == 0

@@ -25,11 +25,23 @@ transformers = pytest.importorskip("transformers")
 # one small model per family, each with the switches its family maps non-trivially, and a different tokenizer
 FAMILY_RUNS = {
     # GQA (2 query heads on 1 KV head), head_dim != d_model / n_heads, untied head, q/k/v/o biases, rope_base
-    "llama": ["model.n_kv_heads=1", "model.head_dim=12", "model.tie_embeddings=false", "model.bias=true",
-              "model.rope_base=500", "data/tokenizer=bytes"],
+    "llama": [
+        "model.n_kv_heads=1",
+        "model.head_dim=12",
+        "model.tie_embeddings=false",
+        "model.bias=true",
+        "model.rope_base=500",
+        "data/tokenizer=bytes",
+    ],
     "qwen3": ["model.qk_norm=true", "model.n_heads=4", "model.n_kv_heads=2"],  # char tokenizer, tied
-    "gpt2": ["model.position=learned", "model.norm=layernorm", "model.mlp=gelu", "model.bias=true",
-             "data/tokenizer=bpe", "data.tokenizer.vocab_size=300"],  # tied, as GPT-2 is
+    "gpt2": [
+        "model.position=learned",
+        "model.norm=layernorm",
+        "model.mlp=gelu",
+        "model.bias=true",
+        "data/tokenizer=bpe",
+        "data.tokenizer.vocab_size=300",
+    ],  # tied, as GPT-2 is
 }
 TEXT = "the time traveller was in the future\nmorlocks! é€ 😀 unseen"
 
@@ -40,8 +52,17 @@ def trained(request, tmp_path_factory, small_corpus):
     from conftest import compose_train
 
     run_dir = tmp_path_factory.mktemp(f"run_{request.param}")
-    cfg = compose_train(["experiment=smoke", "data=textfile", f"data.path={small_corpus}", "trainer.max_steps=4",
-                         "model.context_length=64", "lr=0.05", *FAMILY_RUNS[request.param]])
+    cfg = compose_train(
+        [
+            "experiment=smoke",
+            "data=textfile",
+            f"data.path={small_corpus}",
+            "trainer.max_steps=4",
+            "model.context_length=64",
+            "lr=0.05",
+            *FAMILY_RUNS[request.param],
+        ]
+    )
     train(cfg, run_dir)
     ckpt = run_dir / "checkpoints" / "last.ckpt"
     out = run_dir.parent / f"{run_dir.name}_hf"
@@ -58,8 +79,9 @@ def test_transformers_gives_the_same_logits_and_greedy_tokens(trained):
     # a few steps at lr 0.05 moved the gains and biases off their 1/0 init: the norms and biases are exercised
     state = model.state_dict()
     assert not torch.allclose(state["final_norm.weight"], torch.ones_like(state["final_norm.weight"]))
-    ids = torch.randint(0, model.config.vocab_size, (2, model.config.context_length),
-                        generator=torch.Generator().manual_seed(1))
+    ids = torch.randint(
+        0, model.config.vocab_size, (2, model.config.context_length), generator=torch.Generator().manual_seed(1)
+    )
     with torch.no_grad():
         ours, theirs = model(ids).logits, hf(input_ids=ids).logits
     assert ours.shape == theirs.shape
@@ -80,14 +102,16 @@ def test_greedy_tokens_match_on_a_model_that_does_not_repeat_itself(trained, tmp
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.5)
     (tmp_path / "checkpoints").mkdir()
-    torch.save({**checkpoint, "state_dict": {f"model.{k}": v for k, v in model.state_dict().items()}},
-               tmp_path / "checkpoints" / "random.ckpt")
+    torch.save(
+        {**checkpoint, "state_dict": {f"model.{k}": v for k, v in model.state_dict().items()}},
+        tmp_path / "checkpoints" / "random.ckpt",
+    )
     out = export_checkpoint(tmp_path / "checkpoints" / "random.ckpt", tmp_path / "hf").folder
     hf = transformers.AutoModelForCausalLM.from_pretrained(out, local_files_only=True)
     prompt = torch.tensor([tokenizer.encode("the time")])
     expected = generate(model, prompt, 30, greedy=True)
     assert hf.generate(prompt, max_new_tokens=30, do_sample=False).tolist() == expected.tolist()
-    assert len(set(expected[0, prompt.shape[1]:].tolist())) >= 5
+    assert len(set(expected[0, prompt.shape[1] :].tolist())) >= 5
 
 
 def test_tokenizer_files_round_trip_like_tinygpt(trained):
@@ -113,8 +137,11 @@ def test_reexport_is_byte_identical(trained, tmp_path):
 def test_import_round_trip_gives_identical_weights_and_scores(trained, tmp_path):
     _, run_dir, ckpt, out = trained
     record = json.loads((run_dir / "run.json").read_text())
-    imported = import_folder(out, tmp_path / "imported", {"name": "imported", "seed": record["config"]["seed"],
-                                                          "data": record["config"]["data"]})
+    imported = import_folder(
+        out,
+        tmp_path / "imported",
+        {"name": "imported", "seed": record["config"]["seed"], "data": record["config"]["data"]},
+    )
     model, tokenizer, _ = load_model(ckpt)
     back, back_tokenizer, _ = load_model(imported)
     assert vars(back.config) == vars(model.config)
@@ -148,6 +175,7 @@ def test_model_card_states_the_runs_record(trained, tmp_path):
 
 
 # ---- refusals -------------------------------------------------------------------------------------------------
+
 
 def small(**switches) -> GPTConfig:
     return GPTConfig(vocab_size=20, context_length=16, d_model=16, n_layers=1, n_heads=2, **switches)
@@ -194,17 +222,31 @@ def test_the_right_family_is_chosen():
     assert choose_family(small(**GPT2)).name == "gpt2"
 
 
-@pytest.mark.parametrize("model_type,settings,named", [
-    ("llama", {"rope_parameters": {"rope_type": "llama3", "rope_theta": 5e5, "factor": 8.0,
-                                   "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                                   "original_max_position_embeddings": 8192}}, "rope_parameters.rope_type='llama3'"),
-    ("llama", {"mlp_bias": True}, "mlp_bias=True"),
-    ("llama", {"hidden_act": "gelu"}, "hidden_act='gelu'"),
-    ("qwen3", {"use_sliding_window": True, "sliding_window": 8}, "use_sliding_window=True"),
-    ("gpt2", {"activation_function": "gelu"}, "activation_function='gelu'"),
-    ("gpt2", {"scale_attn_by_inverse_layer_idx": True}, "scale_attn_by_inverse_layer_idx=True"),
-    ("mistral", {}, "model_type='mistral'"),
-])
+@pytest.mark.parametrize(
+    "model_type,settings,named",
+    [
+        (
+            "llama",
+            {
+                "rope_parameters": {
+                    "rope_type": "llama3",
+                    "rope_theta": 5e5,
+                    "factor": 8.0,
+                    "low_freq_factor": 1.0,
+                    "high_freq_factor": 4.0,
+                    "original_max_position_embeddings": 8192,
+                }
+            },
+            "rope_parameters.rope_type='llama3'",
+        ),
+        ("llama", {"mlp_bias": True}, "mlp_bias=True"),
+        ("llama", {"hidden_act": "gelu"}, "hidden_act='gelu'"),
+        ("qwen3", {"use_sliding_window": True, "sliding_window": 8}, "use_sliding_window=True"),
+        ("gpt2", {"activation_function": "gelu"}, "activation_function='gelu'"),
+        ("gpt2", {"scale_attn_by_inverse_layer_idx": True}, "scale_attn_by_inverse_layer_idx=True"),
+        ("mistral", {}, "model_type='mistral'"),
+    ],
+)
 def test_import_refuses_what_tinygpt_computes_differently(model_type, settings, named, tmp_path):
     config = transformers.AutoConfig.for_model(model_type, vocab_size=20, **settings)
     with pytest.raises(ExportError) as refused:
@@ -217,9 +259,20 @@ def test_import_refuses_what_tinygpt_computes_differently(model_type, settings, 
 
 
 def test_config_round_trip_through_transformers_configs():
-    for switches in ({"n_kv_heads": 1, "head_dim": 6, "bias": True, "tie_embeddings": False, "rope_base": 50.0,
-                      "norm_eps": 1e-6, "mlp_hidden": 24, "init_std": 0.01},
-                     {"qk_norm": True}, {**GPT2, "bias": True, "mlp_hidden": 40, "norm_eps": 1e-6}):
+    for switches in (
+        {
+            "n_kv_heads": 1,
+            "head_dim": 6,
+            "bias": True,
+            "tie_embeddings": False,
+            "rope_base": 50.0,
+            "norm_eps": 1e-6,
+            "mlp_hidden": 24,
+            "init_std": 0.01,
+        },
+        {"qk_norm": True},
+        {**GPT2, "bias": True, "mlp_hidden": 40, "norm_eps": 1e-6},
+    ):
         config = small(**switches)
         assert vars(tinygpt_config(hf_config(config, choose_family(config), None, None))) == vars(config)
 
@@ -252,8 +305,13 @@ def test_scripts_export_refuse_and_import_then_generate(trained, tmp_path):
     assert refused.stderr.strip().splitlines() == [refused.stderr.strip()]  # one line
     assert "model.position='rope'" in refused.stderr
     record = json.loads((run_dir / "run.json").read_text())
-    done = run("scripts/import_hf.py", f"hf={tmp_path / 'hf'}", f"out={tmp_path / 'imported'}", "data=textfile",
-               f"data.path={record['config']['data']['path']}")
+    done = run(
+        "scripts/import_hf.py",
+        f"hf={tmp_path / 'hf'}",
+        f"out={tmp_path / 'imported'}",
+        "data=textfile",
+        f"data.path={record['config']['data']['path']}",
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     imported = tmp_path / "imported" / "checkpoints" / "imported.ckpt"
     done = run("scripts/generate.py", f"ckpt='{imported}'", "prompt=the time", "max_new_tokens=20", "greedy=true")

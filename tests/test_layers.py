@@ -18,14 +18,14 @@ REPO = Path(__file__).resolve().parents[1]
 
 # lowest first; see docs/architecture.md for what lives where and why
 LAYERS: list[set[str]] = [
-    {"common"},                          # atomic writes, eval-mode scopes: imports nothing of tinygpt
-    {"model", "data"},                   # the networks; corpora, tokenizers, splits, windows: unaware of each other
-    {"metrics"},                         # bits per byte, per-token costs (scores data's windows)
-    {"launch"},                          # device placement, leases, multi-device guards, launcher resolvers
-    {"train"},                           # the LightningModule, callbacks, run record and folder, evaluate
-    {"baselines", "export", "report"},   # read trained runs: baseline scores, HF export/import, sweep report
-    {"analysis"},                        # explains scores, using baselines' texts and summaries
-    {"cli"},                             # the command-line programs
+    {"common"},  # atomic writes, eval-mode scopes: imports nothing of tinygpt
+    {"model", "data"},  # the networks; corpora, tokenizers, splits, windows: unaware of each other
+    {"metrics"},  # bits per byte, per-token costs (scores data's windows)
+    {"launch"},  # device placement, leases, multi-device guards, launcher resolvers
+    {"train"},  # the LightningModule, callbacks, run record and folder, evaluate
+    {"baselines", "export", "report"},  # read trained runs: baseline scores, HF export/import, sweep report
+    {"analysis"},  # explains scores, using baselines' texts and summaries
+    {"cli"},  # the command-line programs
 ]
 TOP = "tinygpt"  # tinygpt/__init__.py imports nothing
 
@@ -123,13 +123,16 @@ def plant(tmp_path: Path, files: dict[str, str]) -> Path:
     return tmp_path
 
 
-@pytest.mark.parametrize(("source", "expected"), [
-    ("from tinygpt.train.run import train\n", "tinygpt/data/x.py:1: tinygpt.data imports tinygpt.train.run"),
-    ("def f():\n    import tinygpt.report.jobs\n", "tinygpt/data/x.py:2: tinygpt.data imports tinygpt.report.jobs"),
-    ("from tinygpt import cli\n", "tinygpt/data/x.py:1: tinygpt.data imports tinygpt.cli"),
-    ("from ..launch import placement\n", "tinygpt/data/x.py:1: tinygpt.data imports tinygpt.launch"),
-    ("from tinygpt.model import GPT\n", "tinygpt/data/x.py:1: tinygpt.data imports tinygpt.model (a sibling"),
-])
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("from tinygpt.train.run import train\n", "tinygpt/data/x.py:1: tinygpt.data imports tinygpt.train.run"),
+        ("def f():\n    import tinygpt.report.jobs\n", "tinygpt/data/x.py:2: tinygpt.data imports tinygpt.report.jobs"),
+        ("from tinygpt import cli\n", "tinygpt/data/x.py:1: tinygpt.data imports tinygpt.cli"),
+        ("from ..launch import placement\n", "tinygpt/data/x.py:1: tinygpt.data imports tinygpt.launch"),
+        ("from tinygpt.model import GPT\n", "tinygpt/data/x.py:1: tinygpt.data imports tinygpt.model (a sibling"),
+    ],
+)
 def test_a_planted_upward_import_is_named(tmp_path, source, expected):
     root = plant(tmp_path, {"__init__.py": "", "data/__init__.py": "", "data/x.py": source})
     (problem,) = upward_imports(root)
@@ -137,20 +140,31 @@ def test_a_planted_upward_import_is_named(tmp_path, source, expected):
 
 
 def test_downward_and_own_package_imports_pass(tmp_path):
-    root = plant(tmp_path, {"__init__.py": "", "train/__init__.py": "", "train/x.py":
-                            "from tinygpt.common.files import atomic_write\nfrom . import y\nfrom .y import z\n"
-                            "import tinygpt.launch.placement\nimport torch\n"})
+    root = plant(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "train/__init__.py": "",
+            "train/x.py": "from tinygpt.common.files import atomic_write\nfrom . import y\nfrom .y import z\n"
+            "import tinygpt.launch.placement\nimport torch\n",
+        },
+    )
     assert upward_imports(root) == []
 
 
 def test_an_unplaced_package_is_reported(tmp_path):
     root = plant(tmp_path, {"__init__.py": "", "newpkg/__init__.py": "import os\n"})
-    assert upward_imports(root) == ["tinygpt/newpkg/__init__.py: package tinygpt.newpkg is in no layer of "
-                                    "tests/test_layers.py"]
+    assert upward_imports(root) == [
+        "tinygpt/newpkg/__init__.py: package tinygpt.newpkg is in no layer of tests/test_layers.py"
+    ]
 
 
 def test_hydra_private_api_is_used_nowhere():
-    offenders = [f"{path.relative_to(REPO)}:{n}" for folder in ("tinygpt", "scripts")
-                 for path in sorted((REPO / folder).rglob("*.py"))
-                 for n, line in enumerate(path.read_text().splitlines(), 1) if "hydra._internal" in line]
+    offenders = [
+        f"{path.relative_to(REPO)}:{n}"
+        for folder in ("tinygpt", "scripts")
+        for path in sorted((REPO / folder).rglob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if "hydra._internal" in line
+    ]
     assert offenders == []

@@ -18,9 +18,7 @@ from tinygpt.metrics import BitsPerByte, score, unigram_entropy_bits
 T = 16
 KERNEL = T // 2 + 1  # the model sees the last KERNEL tokens: every scored target of a window has them
 
-TRAIN = (
-    "The Time Traveller (for so it will be convenient to speak of him) was expounding a matter to us.\n" * 6
-)
+TRAIN = "The Time Traveller (for so it will be convenient to speak of him) was expounding a matter to us.\n" * 6
 TEXT = (
     "The Time Traveller smiled. “Are you sure we can move freely in space?” — naïve café, ✅ and 🔗 too.\n"
     "Filby became pensive. Clearly, the Time Traveller proceeded, any real body must extend in four ways.\n"
@@ -119,16 +117,12 @@ def test_per_document_totals_add_up():
     tok = BytesTokenizer()
     docs = [("a.txt", TEXT[:300]), ("b.txt", TEXT[300:700]), ("c.txt", TEXT[700:])]
     encoded = encode_segments(tok, docs)
-    dataset = SlidingWindowDataset(
-        encoded.ids, encoded.token_bytes, encoded.token_chars, T, encoded.token_doc
-    )
+    dataset = SlidingWindowDataset(encoded.ids, encoded.token_bytes, encoded.token_chars, T, encoded.token_doc)
     result = score(CausalConvLM(256), DataLoader(dataset, batch_size=8), n_documents=3)
     doc_bytes = [len(text.encode()) for _, text in docs]
     doc_bytes[0] -= 1  # the first byte of the text is not scored
     assert result["per_document_bytes"] == doc_bytes
-    assert sum(result["per_document_bits"]) == pytest.approx(
-        result["bits_per_byte"] * result["bytes"], rel=1e-12
-    )
+    assert sum(result["per_document_bits"]) == pytest.approx(result["bits_per_byte"] * result["bytes"], rel=1e-12)
 
 
 def test_unseen_characters_cost_bits_on_their_own_bytes():

@@ -16,16 +16,19 @@ def small(**overrides) -> GPTConfig:
     return GPTConfig(**{**fields, **overrides})
 
 
-@pytest.mark.parametrize("n_heads, exponents", [
-    (1, [8]),                     # 2^(-8i/n) with n = 1
-    (2, [4, 8]),
-    (4, [2, 4, 6, 8]),
-    (8, [1, 2, 3, 4, 5, 6, 7, 8]),
-    (6, [2, 4, 6, 8, 1, 3]),      # not a power of two: the 4 slopes of n=4, then every other slope of n=8
-    (3, [4, 8, 2]),               # the 2 of n=2, then the first of n=4's odd-numbered ones
-])
+@pytest.mark.parametrize(
+    "n_heads, exponents",
+    [
+        (1, [8]),  # 2^(-8i/n) with n = 1
+        (2, [4, 8]),
+        (4, [2, 4, 6, 8]),
+        (8, [1, 2, 3, 4, 5, 6, 7, 8]),
+        (6, [2, 4, 6, 8, 1, 3]),  # not a power of two: the 4 slopes of n=4, then every other slope of n=8
+        (3, [4, 8, 2]),  # the 2 of n=2, then the first of n=4's odd-numbered ones
+    ],
+)
 def test_slopes_are_the_papers_geometric_sequence(n_heads, exponents):
-    assert alibi_slopes(n_heads).tolist() == [2.0 ** -e for e in exponents]
+    assert alibi_slopes(n_heads).tolist() == [2.0**-e for e in exponents]
 
 
 def test_bias_is_minus_slope_times_distance_on_a_tiny_case():
@@ -75,8 +78,12 @@ def test_alibi_is_in_the_registry_and_changes_the_output():
     with torch.no_grad():
         assert not torch.allclose(alibi(idx).logits, none(idx).logits)
         cache = KVCache.for_model(alibi, 1)
-        torch.testing.assert_close(torch.cat([alibi(idx[:, :4], cache).logits, alibi(idx[:, 4:], cache).logits], 1),
-                                   alibi(idx).logits, rtol=0, atol=1e-5)
+        torch.testing.assert_close(
+            torch.cat([alibi(idx[:, :4], cache).logits, alibi(idx[:, 4:], cache).logits], 1),
+            alibi(idx).logits,
+            rtol=0,
+            atol=1e-5,
+        )
 
 
 def test_a_few_training_steps_with_alibi_run_and_lower_the_dev_score(tiny_cfg, tmp_path):

@@ -36,7 +36,7 @@ def test_cached_logits_match_full_forward_in_uneven_chunks(name):
         cache = KVCache.for_model(model, batch_size=2)
         pieces, start = [], 0
         for size in (5, 7, 1, 1, 10, 16):
-            pieces.append(model(tokens[:, start:start + size], cache).logits)
+            pieces.append(model(tokens[:, start : start + size], cache).logits)
             start += size
     assert cache.position == 40
     torch.testing.assert_close(torch.cat(pieces, dim=1), full, rtol=0, atol=1e-10)
@@ -88,6 +88,7 @@ def test_generate_restores_training_mode_and_tracks_no_gradients():
 def test_seeded_sampling_is_reproducible_and_filters_collapse_to_greedy():
     model = tiny_model()
     prompt = torch.zeros(1, 3, dtype=torch.long)
+
     def sample(seed, **kw):
         return generate(model, prompt, 20, generator=torch.Generator().manual_seed(seed), **kw)
 
@@ -109,11 +110,14 @@ def test_top_k_and_top_p_keep_only_the_allowed_tokens():
     assert sample_next(logits[:1], greedy=True).tolist() == [0]
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"temperature": 0.0}, "temperature=0.0 must be > 0"),
-    ({"top_k": 0}, "top_k=0"),
-    ({"top_p": 1.5}, r"top_p=1.5 must be None or in \(0, 1\]"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"temperature": 0.0}, "temperature=0.0 must be > 0"),
+        ({"top_k": 0}, "top_k=0"),
+        ({"top_p": 1.5}, r"top_p=1.5 must be None or in \(0, 1\]"),
+    ],
+)
 def test_bad_sampling_arguments_are_errors(kwargs, message):
     with pytest.raises(ValueError, match=message):
         generate(tiny_model(), torch.zeros(1, 3, dtype=torch.long), 4, **kwargs)

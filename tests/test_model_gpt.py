@@ -93,10 +93,28 @@ def test_init_normal_weights_zero_biases_unit_norms_and_tying():
 def test_every_switch_changes_the_model():
     """A switch that is accepted but ignored would leave both the count and the logits unchanged."""
     base = dict(BASE, position="rope", n_kv_heads=2, mlp="moe", n_experts=4, top_k=2, dropout=0.0)
-    flips = {"d_model": 48, "n_layers": 3, "n_heads": 8, "n_kv_heads": 1, "head_dim": 16, "rope_base": 100.0,
-             "norm": "layernorm", "norm_eps": 0.5, "prenorm": False, "residual": False, "mlp": "swiglu",
-             "mlp_hidden": 16, "n_experts": 5, "top_k": 1, "moe_aux_loss_weight": 0.5, "qk_norm": True,
-             "tie_embeddings": False, "init_std": 0.05, "position": "learned", "vocab_size": 54}
+    flips = {
+        "d_model": 48,
+        "n_layers": 3,
+        "n_heads": 8,
+        "n_kv_heads": 1,
+        "head_dim": 16,
+        "rope_base": 100.0,
+        "norm": "layernorm",
+        "norm_eps": 0.5,
+        "prenorm": False,
+        "residual": False,
+        "mlp": "swiglu",
+        "mlp_hidden": 16,
+        "n_experts": 5,
+        "top_k": 1,
+        "moe_aux_loss_weight": 0.5,
+        "qk_norm": True,
+        "tie_embeddings": False,
+        "init_std": 0.05,
+        "position": "learned",
+        "vocab_size": 54,
+    }
     idx = torch.randint(0, 53, (1, 24), generator=torch.Generator().manual_seed(0))
 
     def signature(**overrides):
@@ -122,19 +140,22 @@ def test_every_switch_changes_the_model():
     assert GPT(GPTConfig(**{**base, "context_length": 48}))(long_input).logits.shape == (1, 40, 53)
 
 
-@pytest.mark.parametrize("overrides, words", [
-    ({"d_model": 30, "n_heads": 4}, ["n_heads=4", "divisor of d_model=30", "head_dim"]),
-    ({"n_heads": 4, "n_kv_heads": 3}, ["n_kv_heads=3", "divisor of n_heads=4"]),
-    ({"mlp": "moe", "n_experts": 4, "top_k": 5}, ["top_k=5", "at most n_experts=4"]),
-    ({"position": "xpos"}, ["position='xpos'", "rope, learned, none, sinusoidal, alibi"]),
-    ({"norm": "batchnorm"}, ["norm='batchnorm'", "layernorm, rmsnorm"]),
-    ({"mlp": "relu"}, ["mlp='relu'", "gelu, swiglu, moe"]),
-    ({"dropout": 1.0}, ["dropout=1.0", "[0, 1)"]),
-    ({"d_model": 0}, ["d_model=0", "positive"]),
-    ({"n_layers": -1}, ["n_layers=-1", "positive"]),
-    ({"head_dim": 7}, ["head_dim=7", "even", "rope"]),
-    ({"vocab_size": -5}, ["vocab_size=-5"]),
-])
+@pytest.mark.parametrize(
+    "overrides, words",
+    [
+        ({"d_model": 30, "n_heads": 4}, ["n_heads=4", "divisor of d_model=30", "head_dim"]),
+        ({"n_heads": 4, "n_kv_heads": 3}, ["n_kv_heads=3", "divisor of n_heads=4"]),
+        ({"mlp": "moe", "n_experts": 4, "top_k": 5}, ["top_k=5", "at most n_experts=4"]),
+        ({"position": "xpos"}, ["position='xpos'", "rope, learned, none, sinusoidal, alibi"]),
+        ({"norm": "batchnorm"}, ["norm='batchnorm'", "layernorm, rmsnorm"]),
+        ({"mlp": "relu"}, ["mlp='relu'", "gelu, swiglu, moe"]),
+        ({"dropout": 1.0}, ["dropout=1.0", "[0, 1)"]),
+        ({"d_model": 0}, ["d_model=0", "positive"]),
+        ({"n_layers": -1}, ["n_layers=-1", "positive"]),
+        ({"head_dim": 7}, ["head_dim=7", "even", "rope"]),
+        ({"vocab_size": -5}, ["vocab_size=-5"]),
+    ],
+)
 def test_bad_config_fails_at_construction_naming_field_and_allowed_values(overrides, words):
     with pytest.raises(ValueError) as err:
         GPTConfig(**{**BASE, **overrides})

@@ -57,15 +57,25 @@ class _Ids:
     """A stand-in tokenizer whose 'text' is already a list of ids (one byte each)."""
 
     def encode_many_with_offsets(self, texts):
-        return [(torch.tensor(t), torch.ones(len(t), dtype=torch.long), torch.ones(len(t), dtype=torch.long))
-                for t in texts]
+        return [
+            (torch.tensor(t), torch.ones(len(t), dtype=torch.long), torch.ones(len(t), dtype=torch.long)) for t in texts
+        ]
 
 
 @pytest.fixture(scope="module")
 def lstm_run(tmp_path_factory, small_corpus):
     run_dir = tmp_path_factory.mktemp("lstm")
-    cfg = compose_train(["experiment=smoke", "model=lstm", "model.context_length=32", "model.d_model=32",
-                         "model.d_embed=16", "data=textfile", f"data.path={small_corpus}"])
+    cfg = compose_train(
+        [
+            "experiment=smoke",
+            "model=lstm",
+            "model.context_length=32",
+            "model.d_model=32",
+            "model.d_embed=16",
+            "data=textfile",
+            f"data.path={small_corpus}",
+        ]
+    )
     return run_dir, train(cfg, run_dir)
 
 

@@ -23,30 +23,46 @@ def count(overrides: list[str]) -> dict[str, int]:
     return parameter_breakdown(build_on_meta(compose_model(overrides)))
 
 
-@pytest.mark.parametrize("overrides, total", [
-    ([], 28_923_904),  # GPT-2 style (chapter 4)
-    (["model/norm=rmsnorm"], 28_921_600),
-    (["model/position=rope"], 28_891_136),
-    (["model.mlp=swiglu"], 28_916_736),
-    (["model.n_kv_heads=2"], 28_529_152),
-    (["model/position=rope", "model/norm=rmsnorm", "model.mlp=swiglu", "model.n_kv_heads=2",
-      "model.bias=false"], 28_484_352),  # all four, no biases (the head stays untied)
-], ids=["gpt2", "rmsnorm", "rope", "swiglu", "gqa", "all_four"])
+@pytest.mark.parametrize(
+    "overrides, total",
+    [
+        ([], 28_923_904),  # GPT-2 style (chapter 4)
+        (["model/norm=rmsnorm"], 28_921_600),
+        (["model/position=rope"], 28_891_136),
+        (["model.mlp=swiglu"], 28_916_736),
+        (["model.n_kv_heads=2"], 28_529_152),
+        (
+            ["model/position=rope", "model/norm=rmsnorm", "model.mlp=swiglu", "model.n_kv_heads=2", "model.bias=false"],
+            28_484_352,
+        ),  # all four, no biases (the head stays untied)
+    ],
+    ids=["gpt2", "rmsnorm", "rope", "swiglu", "gqa", "all_four"],
+)
 def test_000_six_variants(overrides, total):
     assert count(VARIANT_BASE + overrides)["total"] == total
 
 
 def test_003_model_with_148_characters():
     counts = count(["model.vocab_size=148"])  # the default preset, `blog`
-    assert counts == {"embedding": 28_416, "position": 0, "attention": 589_824, "mlp": 1_179_648,
-                      "norms": 1_728, "output head": 0, "total": 1_799_616}
+    assert counts == {
+        "embedding": 28_416,
+        "position": 0,
+        "attention": 589_824,
+        "mlp": 1_179_648,
+        "norms": 1_728,
+        "output head": 0,
+        "total": 1_799_616,
+    }
 
 
-@pytest.mark.parametrize("preset, total", [
-    ("gpt2_124m", 124_439_808),
-    ("qwen3_0_6b", 596_049_920),
-    ("llama3_8b", 8_030_261_248),
-])
+@pytest.mark.parametrize(
+    "preset, total",
+    [
+        ("gpt2_124m", 124_439_808),
+        ("qwen3_0_6b", 596_049_920),
+        ("llama3_8b", 8_030_261_248),
+    ],
+)
 def test_published_models(preset, total):
     counts = count([f"model={preset}"])
     assert counts["total"] == total
@@ -66,7 +82,13 @@ def test_blog_preset_is_003s_model_and_the_default():
     config = compose_model([])
     assert (config.context_length, config.d_model, config.n_layers, config.n_heads) == (256, 192, 4, 4)
     assert (config.position, config.norm, config.mlp, config.bias, config.tie_embeddings, config.dropout) == (
-        "rope", "rmsnorm", "swiglu", False, True, 0.2)
+        "rope",
+        "rmsnorm",
+        "swiglu",
+        False,
+        True,
+        0.2,
+    )
     assert config.vocab_size == 0  # filled from the tokenizer
 
 
@@ -86,8 +108,14 @@ def test_unknown_preset_key_is_rejected():
 
 
 def run_params_script(*overrides: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "scripts" / "params.py"), *overrides], cwd=ROOT,
-                          capture_output=True, text=True, encoding="utf-8", timeout=120)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "params.py"), *overrides],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=120,
+    )
 
 
 def test_params_script_prints_breakdown_formula_and_total():

@@ -27,8 +27,7 @@ def test_layer_norm_of_2_4_6_8_is_centered_and_ignores_a_shift(shift):
     assert rounded(LayerNorm(4)(x)) == [-1.342, -0.447, 0.447, 1.342]
 
 
-@pytest.mark.parametrize("shift, expected", [(0.0, [0.365, 0.730, 1.095, 1.461]),
-                                             (10.0, [0.791, 0.923, 1.055, 1.187])])
+@pytest.mark.parametrize("shift, expected", [(0.0, [0.365, 0.730, 1.095, 1.461]), (10.0, [0.791, 0.923, 1.055, 1.187])])
 def test_rmsnorm_of_2_4_6_8_keeps_the_shift(shift, expected):
     x = torch.tensor([2.0, 4.0, 6.0, 8.0]) + shift
     assert rounded(RMSNorm(4)(x)) == expected
@@ -119,11 +118,14 @@ def test_load_balancing_loss_is_one_when_balanced_and_n_experts_when_collapsed()
     assert loss.item() == pytest.approx(n_experts)
 
 
-@pytest.mark.parametrize("kv_heads, per_token, at_8192, at_131072", [
-    (32, 512 * KiB, 4 * GiB, 64 * GiB),  # plain multi-head attention
-    (8, 128 * KiB, 1 * GiB, 16 * GiB),  # GQA, the actual model
-    (1, 16 * KiB, GiB // 8, 2 * GiB),  # MQA
-])
+@pytest.mark.parametrize(
+    "kv_heads, per_token, at_8192, at_131072",
+    [
+        (32, 512 * KiB, 4 * GiB, 64 * GiB),  # plain multi-head attention
+        (8, 128 * KiB, 1 * GiB, 16 * GiB),  # GQA, the actual model
+        (1, 16 * KiB, GiB // 8, 2 * GiB),  # MQA
+    ],
+)
 def test_kv_cache_bytes_llama3_8b_table(kv_heads, per_token, at_8192, at_131072):
     n = kv_cache_bytes_per_token(n_layers=32, n_kv_heads=kv_heads, head_dim=128, bytes_per_number=2)
     assert (n, n * 8192, n * 131072) == (per_token, at_8192, at_131072)

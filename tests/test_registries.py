@@ -73,8 +73,11 @@ def test_schedule_registry_gives_names_errors_and_dispatch(monkeypatch):
 
 
 def test_tokenizer_registry_gives_names_errors_and_dispatch(monkeypatch):
-    monkeypatch.setitem(TOKENIZERS, "raw", TokenizerKind(lambda c, t, r: BytesTokenizer(),
-                                                         lambda payload: BytesTokenizer(), needs_fitting=True))
+    monkeypatch.setitem(
+        TOKENIZERS,
+        "raw",
+        TokenizerKind(lambda c, t, r: BytesTokenizer(), lambda payload: BytesTokenizer(), needs_fitting=True),
+    )
     assert TokenizerConfig.from_mapping({"name": "raw"}).needs_fitting
     assert isinstance(tokenizer_from_json('{"kind": "raw"}'), BytesTokenizer)
     with pytest.raises(DataError, match=r"\['char', 'bytes', 'bpe', 'gpt2', 'raw'\]"):

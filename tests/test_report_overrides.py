@@ -14,9 +14,17 @@ from tinygpt.report.jobs import sweep_command
 
 
 def command(tmp_path: Path, task: list[str], params: dict | None = None) -> list[tuple[str, ...]]:
-    (tmp_path / "multirun.yaml").write_text(yaml.safe_dump({"hydra": {
-        "overrides": {"task": task}, "sweeper": {"params": params or {}},
-        "job": {"config": {"override_dirname": {"exclude_keys": ["resume", "sweep.cpu_jobs"]}}}}}))
+    (tmp_path / "multirun.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "hydra": {
+                    "overrides": {"task": task},
+                    "sweeper": {"params": params or {}},
+                    "job": {"config": {"override_dirname": {"exclude_keys": ["resume", "sweep.cpu_jobs"]}}},
+                }
+            }
+        )
+    )
     jobs, excluded = sweep_command(tmp_path)
     assert excluded == {"resume", "sweep.cpu_jobs"}
     return jobs
@@ -24,30 +32,51 @@ def command(tmp_path: Path, task: list[str], params: dict | None = None) -> list
 
 def test_commas_and_ranges_expand_in_launch_order(tmp_path):
     assert command(tmp_path, ["model.position=rope,learned", "seed=range(0,3)"]) == [
-        ("model.position=rope", "seed=0"), ("model.position=rope", "seed=1"), ("model.position=rope", "seed=2"),
-        ("model.position=learned", "seed=0"), ("model.position=learned", "seed=1"),
-        ("model.position=learned", "seed=2")]
+        ("model.position=rope", "seed=0"),
+        ("model.position=rope", "seed=1"),
+        ("model.position=rope", "seed=2"),
+        ("model.position=learned", "seed=0"),
+        ("model.position=learned", "seed=1"),
+        ("model.position=learned", "seed=2"),
+    ]
 
 
 def test_quoted_checkpoint_names_keep_their_equals_signs(tmp_path):
-    assert command(tmp_path, ["ckpt='checkpoints/step=000100.ckpt','checkpoints/step=000200.ckpt'",
-                              "split=test"]) == [
-        ("ckpt='checkpoints/step=000100.ckpt'", "split=test"), ("ckpt='checkpoints/step=000200.ckpt'", "split=test")]
+    assert command(tmp_path, ["ckpt='checkpoints/step=000100.ckpt','checkpoints/step=000200.ckpt'", "split=test"]) == [
+        ("ckpt='checkpoints/step=000100.ckpt'", "split=test"),
+        ("ckpt='checkpoints/step=000200.ckpt'", "split=test"),
+    ]
     assert command(tmp_path, ["x=choice(a,b)", "y=range(1,7,2)", "z=null", 'w="q=r"']) == [
-        (f"x={x}", f"y={y}", "z=null", 'w="q=r"') for x in "ab" for y in (1, 3, 5)]
+        (f"x={x}", f"y={y}", "z=null", 'w="q=r"') for x in "ab" for y in (1, 3, 5)
+    ]
 
 
 def test_prefixes_groups_lists_and_quoted_commas(tmp_path):
     fixed = ("~model.bias=null", "++trainer.max_steps=20")
-    assert command(tmp_path, ["+extra=1,2", "~model.bias", "++trainer.max_steps=20", "data/tokenizer=bpe,char",
-                              "trainer.devices=[0,1]", "sample.prompt='a, b'"]) == [
+    assert command(
+        tmp_path,
+        [
+            "+extra=1,2",
+            "~model.bias",
+            "++trainer.max_steps=20",
+            "data/tokenizer=bpe,char",
+            "trainer.devices=[0,1]",
+            "sample.prompt='a, b'",
+        ],
+    ) == [
         (f"+extra={e}", *fixed, f"data/tokenizer={t}", "trainer.devices=[0,1]", "sample.prompt='a, b'")
-        for e in (1, 2) for t in ("bpe", "char")]
+        for e in (1, 2)
+        for t in ("bpe", "char")
+    ]
 
 
 def test_sweeper_params_merge_with_the_command(tmp_path):
     assert command(tmp_path, ["seed=1,2"], {"seed": "3,4", "lr": "0.1,0.2"}) == [
-        ("lr=0.1", "seed=1"), ("lr=0.1", "seed=2"), ("lr=0.2", "seed=1"), ("lr=0.2", "seed=2")]
+        ("lr=0.1", "seed=1"),
+        ("lr=0.1", "seed=2"),
+        ("lr=0.2", "seed=1"),
+        ("lr=0.2", "seed=2"),
+    ]
 
 
 def test_no_multirun_yaml_means_no_command(tmp_path):

@@ -36,6 +36,7 @@ def run(tiny_cfg, tmp_path_factory):
         target = tmp_path_factory.mktemp(name)
         shutil.copytree(base, target, dirs_exist_ok=True)
         return target
+
     return copy
 
 
@@ -45,8 +46,10 @@ def test_a_second_scoring_is_refused_before_anything_is_written(run):
     (first,) = evaluate(str(run_dir), ckpt=str(ckpts / "step000008.ckpt"), split="test")
     before = (run_dir / EVALUATIONS).read_text(), (run_dir / "run.json").read_text()
     when = logged(run_dir)[0]["time"]
-    expected = f"run {run_dir}: checkpoint {ckpts / 'step000008.ckpt'} (step 8) was already scored on the held-out " \
-               f"split at {when}"
+    expected = (
+        f"run {run_dir}: checkpoint {ckpts / 'step000008.ckpt'} (step 8) was already scored on the held-out "
+        f"split at {when}"
+    )
     with pytest.raises(AlreadyScored, match=re.escape(expected)) as refused:
         evaluate(str(run_dir), ckpt=str(ckpts / "step000008.ckpt"), split="test")
     assert "\n" not in str(refused.value)
@@ -71,11 +74,15 @@ def test_a_forced_scoring_needs_a_reason_and_keeps_both_records(run):
     (again,) = evaluate(str(run_dir), ckpt=ckpt, split="test", force=True, reason="rescored after a metric fix")
     rows = logged(run_dir)
     assert [(r["step"], r["forced"], r["reason"]) for r in rows] == [
-        (4, False, None), (4, True, "rescored after a metric fix")]
+        (4, False, None),
+        (4, True, "rescored after a metric fix"),
+    ]
     assert rows[0]["bits_per_byte"] == pytest.approx(again["bits_per_byte"])  # deterministic: the same score
     scorings = read_record(run_dir)["held_out_scorings"]
     assert [(s["step"], s["forced"], s["reason"]) for s in scorings] == [
-        (4, False, None), (4, True, "rescored after a metric fix")]
+        (4, False, None),
+        (4, True, "rescored after a metric fix"),
+    ]
     assert all("bits_per_byte" not in s for s in scorings)  # run.json lists scorings, never their scores
     assert scorings[0]["weights_sha256"] == rows[0]["weights_sha256"] and len(rows[0]["weights_sha256"]) == 64
 
@@ -114,10 +121,12 @@ def test_a_resumed_run_cannot_change_drop_or_add_its_pre_registration(tiny_cfg, 
     registered = tmp_path / "registered"
     train(tiny_cfg(TEST, "score_once.steps=[8]"), registered)
     before = (registered / "run.json").read_text()
-    for overrides, field in ((["score_once.steps=[4,8]"], "score_once.steps="),
-                             (["score_once.steps=[8]", "score_once.recipe=other"], "score_once.recipe="),
-                             (["score_once.steps=[8]", "lr=3e-4"], "lr=0.0003 differs from the pre-registered"),
-                             ([], "score_once.steps: this run pre-registered steps [8]")):
+    for overrides, field in (
+        (["score_once.steps=[4,8]"], "score_once.steps="),
+        (["score_once.steps=[8]", "score_once.recipe=other"], "score_once.recipe="),
+        (["score_once.steps=[8]", "lr=3e-4"], "lr=0.0003 differs from the pre-registered"),
+        ([], "score_once.steps: this run pre-registered steps [8]"),
+    ):
         with pytest.raises(ConfigError, match=field.replace("[", r"\[").replace("]", r"\]")) as refused:
             train(tiny_cfg(TEST, *overrides), registered)
         assert "\n" not in str(refused.value)
@@ -135,9 +144,14 @@ def test_pre_registered_steps_must_have_a_checkpoint_to_score(tiny_cfg):
 
     def config(*overrides):
         return OmegaConf.to_container(tiny_cfg(*overrides), resolve=True)
+
     assert pre_registration(config()) is None
-    for steps, message in (("[5]", "step 5 will have no checkpoint"), ("[0]", "an integer in"),
-                           ("[9]", "trainer.max_steps=8"), ("[4,4]", "listed twice")):
+    for steps, message in (
+        ("[5]", "step 5 will have no checkpoint"),
+        ("[0]", "an integer in"),
+        ("[9]", "trainer.max_steps=8"),
+        ("[4,4]", "listed twice"),
+    ):
         with pytest.raises(ConfigError, match=message.replace("[", r"\[")):
             pre_registration(config(f"score_once.steps={steps}"))
     with pytest.raises(ConfigError, match="score_once.recipe='x' is given without score_once.steps"):
@@ -147,8 +161,13 @@ def test_pre_registered_steps_must_have_a_checkpoint_to_score(tiny_cfg):
 
 def test_the_command_refuses_in_one_line(run):
     run_dir = run("cli")
-    command = [PYTHON, "scripts/evaluate.py", f"run_dir={run_dir}", "ckpt=" + str(run_dir / "checkpoints" /
-                                                                               "step000004.ckpt"), "split=test"]
+    command = [
+        PYTHON,
+        "scripts/evaluate.py",
+        f"run_dir={run_dir}",
+        "ckpt=" + str(run_dir / "checkpoints" / "step000004.ckpt"),
+        "split=test",
+    ]
     assert subprocess.run(command, cwd=REPO, capture_output=True, text=True).returncode == 0
     again = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
     assert again.returncode != 0
@@ -162,8 +181,14 @@ def test_the_command_refuses_in_one_line(run):
 def test_the_ledger_knows_a_checkpoint_by_its_step_or_its_weights(tmp_path):
     from tinygpt.train.score_once import check_scoring
 
-    earlier = {"time": "2026-01-01T00:00:00+0000", "checkpoint": "a/step000100.ckpt", "split": "test", "step": 100,
-               "weights_sha256": "aaa", "bits_per_byte": 2.0}
+    earlier = {
+        "time": "2026-01-01T00:00:00+0000",
+        "checkpoint": "a/step000100.ckpt",
+        "split": "test",
+        "step": 100,
+        "weights_sha256": "aaa",
+        "bits_per_byte": 2.0,
+    }
     baseline = {"time": "t", "baseline": "bz2", "split": "test", "bits_per_byte": 2.3}  # no step: not a checkpoint
     (tmp_path / EVALUATIONS).write_text(json.dumps(earlier) + "\n" + json.dumps(baseline) + "\n")
     with pytest.raises(AlreadyScored, match="the same step as a/step000100.ckpt"):  # re-trained: other weights

@@ -110,8 +110,12 @@ def test_the_model_trained_through_the_fused_loss_gets_the_plain_gradients(tied)
 def test_explicit_attention_without_dropout_equals_sdpa():
     torch.manual_seed(0)
     q, k, v = (torch.randn(2, 3, 10, 8) for _ in range(3))
-    torch.testing.assert_close(attention.explicit_causal_attention(q, k, v, 0.0),
-                               F.scaled_dot_product_attention(q, k, v, is_causal=True), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(
+        attention.explicit_causal_attention(q, k, v, 0.0),
+        F.scaled_dot_product_attention(q, k, v, is_causal=True),
+        rtol=1e-5,
+        atol=1e-6,
+    )
 
 
 def test_explicit_attention_dropout_drops_a_fraction_p_of_the_weights_and_rescales_the_rest():
@@ -133,8 +137,7 @@ def test_explicit_attention_dropout_drops_a_fraction_p_of_the_weights_and_rescal
 def test_the_attention_switch_routes_training_dropout_and_only_that(monkeypatch):
     calls = []
     original = attention.explicit_causal_attention
-    monkeypatch.setattr(attention, "explicit_causal_attention",
-                        lambda *args: calls.append(args[-1]) or original(*args))
+    monkeypatch.setattr(attention, "explicit_causal_attention", lambda *args: calls.append(args[-1]) or original(*args))
     model = GPT(GPTConfig(**{**TINY, "dropout": 0.25}))
     idx = torch.randint(0, 61, (2, 24))
     apply_to_model(model, SpeedConfig(attention="explicit"))
@@ -175,15 +178,18 @@ def test_compile_compiles_the_trunk_and_keeps_the_state_dict_names(monkeypatch):
     assert list(module.state_dict()) == list(plain.state_dict())
 
 
-@pytest.mark.parametrize("bad, words", [
-    ({"loss": "fast"}, ["speed.loss='fast'", "chunked, full"]),
-    ({"attention": "flash"}, ["speed.attention='flash'", "sdpa, explicit"]),
-    ({"projections": "one"}, ["speed.projections='one'", "fused, separate"]),
-    ({"optimizer": "sgd"}, ["speed.optimizer='sgd'", "fused, foreach, for_loop"]),
-    ({"loss_chunk": 0}, ["speed.loss_chunk=0", "positive"]),
-    ({"compile": "yes"}, ["speed.compile='yes'", "true or false"]),
-    ({"comple": True}, ["speed.comple is not a speed switch", "compile"]),
-])
+@pytest.mark.parametrize(
+    "bad, words",
+    [
+        ({"loss": "fast"}, ["speed.loss='fast'", "chunked, full"]),
+        ({"attention": "flash"}, ["speed.attention='flash'", "sdpa, explicit"]),
+        ({"projections": "one"}, ["speed.projections='one'", "fused, separate"]),
+        ({"optimizer": "sgd"}, ["speed.optimizer='sgd'", "fused, foreach, for_loop"]),
+        ({"loss_chunk": 0}, ["speed.loss_chunk=0", "positive"]),
+        ({"compile": "yes"}, ["speed.compile='yes'", "true or false"]),
+        ({"comple": True}, ["speed.comple is not a speed switch", "compile"]),
+    ],
+)
 def test_bad_speed_switches_fail_naming_the_field(bad, words):
     with pytest.raises(ValueError) as err:
         SpeedConfig.from_node(bad)
@@ -203,8 +209,9 @@ def test_a_run_with_the_fused_loss_logs_the_plain_losses(tiny_cfg, tmp_path, mon
 
     fused_calls = []
     original = module_file.linear_cross_entropy
-    monkeypatch.setattr(module_file, "linear_cross_entropy",
-                        lambda *a, **kw: fused_calls.append(a[-1]) or original(*a, **kw))
+    monkeypatch.setattr(
+        module_file, "linear_cross_entropy", lambda *a, **kw: fused_calls.append(a[-1]) or original(*a, **kw)
+    )
     runs = {}
     for loss in ("full", "chunked"):
         record = train(tiny_cfg(f"speed.loss={loss}", "speed.loss_chunk=50", "model.dropout=0.1"), tmp_path / loss)
@@ -234,8 +241,13 @@ def test_validation_scores_exactly_what_the_full_logits_score(autocast):
     with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
         for batch in DataLoader(dataset, batch_size=5):
             module.validation_step(batch, 0)
-            reference.update(module.model(batch["input"]).logits, batch["target"], batch["scored"],
-                             batch["target_bytes"], batch["target_chars"])
+            reference.update(
+                module.model(batch["input"]).logits,
+                batch["target"],
+                batch["scored"],
+                batch["target_bytes"],
+                batch["target_chars"],
+            )
     got, want = module.dev_score.compute(), reference.compute()
     assert got["tokens"] == want["tokens"] == 299 and got["bytes"] == want["bytes"]
     for key in ("bits_per_byte", "loss", "bits_per_char"):
@@ -272,8 +284,10 @@ def test_rope_as_a_complex_product_gives_the_interleaved_real_formula(dtype):
             torch.testing.assert_close(torch.autograd.grad(got, x, grad)[0], exact.to(dtype))
     # the pair (x0, x1) = (1, 0) at position 1 turns by theta_0 = 1 rad into (cos 1, sin 1); pair 1 stays put
     v = torch.tensor([[1.0, 0.0, 0.0, 1.0]])
-    torch.testing.assert_close(apply_rope(v, *(t[1:2] for t in rope_angles(4, 2))),
-                               torch.tensor([[0.5403023, 0.8414710, -0.0099998, 0.9999500]]))
+    torch.testing.assert_close(
+        apply_rope(v, *(t[1:2] for t in rope_angles(4, 2))),
+        torch.tensor([[0.5403023, 0.8414710, -0.0099998, 0.9999500]]),
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

@@ -19,9 +19,22 @@ TOLERANCE = 1e-4
 
 def run(run_dir, *overrides):
     return subprocess.run(
-        [PYTHON, "scripts/train.py", *TINY_RUN, "trainer.accelerator=cpu", f"trainer.max_steps={STEPS}",
-         "trainer.val_check_interval=10", "checkpoint.every_n_steps=10", *overrides, f"hydra.run.dir={run_dir}"],
-        cwd=REPO, capture_output=True, text=True, timeout=600)
+        [
+            PYTHON,
+            "scripts/train.py",
+            *TINY_RUN,
+            "trainer.accelerator=cpu",
+            f"trainer.max_steps={STEPS}",
+            "trainer.val_check_interval=10",
+            "checkpoint.every_n_steps=10",
+            *overrides,
+            f"hydra.run.dir={run_dir}",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def logged(run_dir, tag: str) -> dict[int, float]:
@@ -61,8 +74,9 @@ def test_ddp_scores_the_dev_split_as_one_device_does_and_records_once(runs):
         assert (a["dev_tokens"], a["dev_bytes"]) == (b["dev_tokens"], b["dev_bytes"])
     assert ddp["config"]["trainer"]["strategy"] == "ddp"
     # one record, one set of checkpoints, one TensorBoard log: rank 1 wrote nothing of its own
-    assert sorted(p.name for p in two.iterdir() if not p.name.startswith(".")) == \
-        sorted(p.name for p in one.iterdir() if not p.name.startswith(".")) + ["train_ddp_process_1.log"]
+    assert sorted(p.name for p in two.iterdir() if not p.name.startswith(".")) == sorted(
+        p.name for p in one.iterdir() if not p.name.startswith(".")
+    ) + ["train_ddp_process_1.log"]
     assert len(list((two / "tb").glob("events.out.tfevents.*"))) == 1
     weights = [torch.load(d / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"] for d in (one, two)]
     for key, value in weights[0].items():

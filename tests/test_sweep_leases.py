@@ -38,10 +38,17 @@ def test_leases_are_exclusive_and_go_to_the_lowest_free_device(tmp_path):
 def test_a_killed_holders_device_is_leased_again(tmp_path):
     """The OS drops a dead process's lock: a job killed with SIGKILL (no cleanup at all) frees its device."""
     holder = subprocess.Popen(
-        [PYTHON, "-c", "import sys, time; from tinygpt.launch.leases import try_acquire; "
-                       f"lease = try_acquire({str(tmp_path)!r}, ['dev-0']); print(lease.index, flush=True); "
-                       "time.sleep(60)"],
-        cwd=REPO, stdout=subprocess.PIPE, text=True)
+        [
+            PYTHON,
+            "-c",
+            "import sys, time; from tinygpt.launch.leases import try_acquire; "
+            f"lease = try_acquire({str(tmp_path)!r}, ['dev-0']); print(lease.index, flush=True); "
+            "time.sleep(60)",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "0"
         assert try_acquire(tmp_path, ["dev-0"]) is None
@@ -66,8 +73,7 @@ def test_acquire_waits_until_a_device_is_released_and_can_time_out(tmp_path):
 
 
 def test_device_counts_in_lightning_notation():
-    assert [requested_devices(d) for d in (1, 2, -1, "auto", "3", "0,1", [2], [0, 1])] == \
-        [1, 2, None, None, 3, 2, 1, 2]
+    assert [requested_devices(d) for d in (1, 2, -1, "auto", "3", "0,1", [2], [0, 1])] == [1, 2, None, None, 3, 2, 1, 2]
     assert [is_device_list(d) for d in (1, "2", "1,", [0])] == [False, False, True, True]
     assert device_pool("cpu", 3).names == ("cpu-0", "cpu-1", "cpu-2")
     assert device_pool("auto", 1, simulate_devices=4).kind == "simulated" and parallel_jobs("auto", 1, 4) == 4
@@ -105,12 +111,17 @@ def test_placement_launcher_runs_one_job_per_device_by_default():
 
 def job_config(tmp_path, *, launcher="placement", mode=RunMode.MULTIRUN, devices=1, n_jobs=2, simulate=2):
     """The parts of a job's full config that DevicePlacement reads."""
-    return OmegaConf.create({
-        "hydra": {"mode": mode, "runtime": {"choices": {"hydra/launcher": launcher}, "output_dir": str(tmp_path)},
-                  "launcher": {"n_jobs": n_jobs}},
-        "trainer": {"devices": devices, "accelerator": "auto"},
-        "sweep": {"cpu_jobs": 1, "simulate_devices": simulate, "lease_dir": str(tmp_path / "leases")},
-    })
+    return OmegaConf.create(
+        {
+            "hydra": {
+                "mode": mode,
+                "runtime": {"choices": {"hydra/launcher": launcher}, "output_dir": str(tmp_path)},
+                "launcher": {"n_jobs": n_jobs},
+            },
+            "trainer": {"devices": devices, "accelerator": "auto"},
+            "sweep": {"cpu_jobs": 1, "simulate_devices": simulate, "lease_dir": str(tmp_path / "leases")},
+        }
+    )
 
 
 @pytest.fixture
@@ -153,11 +164,13 @@ def test_placement_leaves_other_launchers_single_runs_and_explicit_devices_alone
 @pytest.fixture
 def hydra_job():
     """Makes HydraConfig look like that of a multirun job (under the placement launcher unless overridden)."""
+
     def start(*overrides):
         cfg = compose_with_hydra(*overrides)
         cfg.hydra.mode = RunMode.MULTIRUN
         HydraConfig.instance().set_config(cfg)
         return OmegaConf.masked_copy(cfg, [key for key in cfg if key != "hydra"])  # the task's config
+
     yield start
     HydraConfig.instance().cfg = None
     placement._current = None

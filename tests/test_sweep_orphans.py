@@ -33,10 +33,23 @@ def alive(pid: int) -> bool:
 @pytest.mark.slow
 def test_killed_parallel_sweep_takes_its_workers_and_a_rerun_finishes_each_job_once(small_corpus, tmp_path):
     sweep = tmp_path / "sweep"
-    command = [PYTHON, "scripts/train.py", "-m", "seed=1,2", *TINY_RUN, "data=textfile", f"data.path={small_corpus}",
-               f"trainer.max_steps={STEPS}", "trainer.val_check_interval=100", "trainer.log_every_n_steps=1",
-               "checkpoint.every_n_steps=10", "logger=csv", "sweep.cpu_jobs=2",
-               f"sweep.lease_dir={tmp_path / 'leases'}", f"hydra.sweep.dir={sweep}"]
+    command = [
+        PYTHON,
+        "scripts/train.py",
+        "-m",
+        "seed=1,2",
+        *TINY_RUN,
+        "data=textfile",
+        f"data.path={small_corpus}",
+        f"trainer.max_steps={STEPS}",
+        "trainer.val_check_interval=100",
+        "trainer.log_every_n_steps=1",
+        "checkpoint.every_n_steps=10",
+        "logger=csv",
+        "sweep.cpu_jobs=2",
+        f"sweep.lease_dir={tmp_path / 'leases'}",
+        f"hydra.sweep.dir={sweep}",
+    ]
     with open(tmp_path / "first.log", "w") as log:
         launcher = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         workers = []

@@ -23,10 +23,24 @@ def sweep(small_corpus, tmp_path_factory) -> tuple[Path, subprocess.CompletedPro
     # the crashing variant first: the first two jobs the workers take both crash, so whichever device is
     # leased first is held by a crashed job, and every later job shows whether that device came back
     done = subprocess.run(
-        [PYTHON, "scripts/train.py", "-m", "model.n_heads=3,2,1", "seed=0,1", *TINY_RUN, "data=textfile",
-         f"data.path={small_corpus}", "sweep.simulate_devices=2", f"sweep.lease_dir={root / 'leases'}",
-         f"hydra.sweep.dir={sweep_dir}"],
-        cwd=REPO, capture_output=True, text=True, timeout=600)
+        [
+            PYTHON,
+            "scripts/train.py",
+            "-m",
+            "model.n_heads=3,2,1",
+            "seed=0,1",
+            *TINY_RUN,
+            "data=textfile",
+            f"data.path={small_corpus}",
+            "sweep.simulate_devices=2",
+            f"sweep.lease_dir={root / 'leases'}",
+            f"hydra.sweep.dir={sweep_dir}",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     return sweep_dir, done
 
 
@@ -65,22 +79,30 @@ def test_a_crashed_jobs_device_is_leased_again(sweep):
     sweep_dir, _ = sweep
     leases = placements(sweep_dir)
     crashed = [lease for name, lease in leases.items() if "n_heads=3" in name]
-    reused = [(c, later) for c in crashed for later in leases.values()
-              if later["device"] == c["device"] and later["acquired_at"] >= c["released_at"]]
+    reused = [
+        (c, later)
+        for c in crashed
+        for later in leases.values()
+        if later["device"] == c["device"] and later["acquired_at"] >= c["released_at"]
+    ]
     assert reused, "no job got a device back from a crashed job"
 
 
 def test_report_of_the_sweep_matches_its_run_records(sweep, tmp_path):
     sweep_dir, _ = sweep
     out = tmp_path / "report"
-    done = subprocess.run([PYTHON, "scripts/report.py", str(sweep_dir), "--style", "seeds", "--out", str(out)],
-                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [PYTHON, "scripts/report.py", str(sweep_dir), "--style", "seeds", "--out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     table = (out / "report.md").read_text()
     rows = {line.split(" | ")[0].strip("| "): line for line in table.splitlines() if line.startswith("| model.")}
     for variant in VARIANTS:
-        records = [json.loads(next(sweep_dir.glob(f"*{variant},*seed={seed}/run.json")).read_text())
-                   for seed in SEEDS]
+        records = [json.loads(next(sweep_dir.glob(f"*{variant},*seed={seed}/run.json")).read_text()) for seed in SEEDS]
         best = [r["best"]["dev_loss"] for r in records]
         cells = rows[variant].split(" | ")
         assert cells[1] == f"{records[0]['parameters']:,}"

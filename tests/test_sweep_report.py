@@ -22,8 +22,10 @@ EXCLUDED = ["resume", "trainer.devices", "sweep.cpu_jobs"]
 def curve(start: float, steps=(50, 100, 150)) -> list[dict]:
     """A validation curve that falls, then overfits at the last step."""
     values = [start, start - 0.5, start - 0.4][: len(steps)]
-    return [{"step": s, "dev_loss": v, "dev_bits_per_byte": v * 1.5, "train_loss": v} for s, v in zip(steps, values,
-                                                                                                     strict=True)]
+    return [
+        {"step": s, "dev_loss": v, "dev_bits_per_byte": v * 1.5, "train_loss": v}
+        for s, v in zip(steps, values, strict=True)
+    ]
 
 
 def add_job(sweep: Path, overrides: list[str], record: dict | None) -> Path:
@@ -34,8 +36,11 @@ def add_job(sweep: Path, overrides: list[str], record: dict | None) -> Path:
         points = record.setdefault("curve", [])
         if points:
             best = min(points, key=lambda p: p["dev_bits_per_byte"])
-            record["best"] = {"step": best["step"], "dev_bits_per_byte": best["dev_bits_per_byte"],
-                              "dev_loss": min(p["dev_loss"] for p in points)}
+            record["best"] = {
+                "step": best["step"],
+                "dev_bits_per_byte": best["dev_bits_per_byte"],
+                "dev_loss": min(p["dev_loss"] for p in points),
+            }
             record["final"] = points[-1]
         (folder / "run.json").write_text(json.dumps({"parameters": 1000, **record}))
     (folder / "evaluations.jsonl").write_text('{"split": "test", "bits_per_byte": 0.001}\n')  # must stay unread
@@ -46,17 +51,33 @@ def add_job(sweep: Path, overrides: list[str], record: dict | None) -> Path:
 def sweep(tmp_path) -> Path:
     sweep = tmp_path / "since_gpt2"
     sweep.mkdir()
-    (sweep / "multirun.yaml").write_text(yaml.safe_dump({"hydra": {
-        "overrides": {"task": COMMAND},
-        "job": {"config": {"override_dirname": {"exclude_keys": EXCLUDED}}}}}))
+    (sweep / "multirun.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "hydra": {
+                    "overrides": {"task": COMMAND},
+                    "job": {"config": {"override_dirname": {"exclude_keys": EXCLUDED}}},
+                }
+            }
+        )
+    )
     base = ["experiment=since_gpt2"]
     for seed, start in ((1, 6.0), (2, 6.2), (3, 6.1)):
-        add_job(sweep, [*base, "model.position=learned", f"seed={seed}", "trainer.devices=1"],
-                {"status": "finished", "curve": curve(start), "step": 150})
-    add_job(sweep, [*base, "model.position=rope", "seed=1", "trainer.devices=1"],
-            {"status": "finished", "curve": curve(5.8), "step": 150})
-    add_job(sweep, [*base, "model.position=rope", "seed=2", "trainer.devices=1"],
-            {"status": "running", "curve": curve(5.9, steps=(50,))})  # killed after its first validation
+        add_job(
+            sweep,
+            [*base, "model.position=learned", f"seed={seed}", "trainer.devices=1"],
+            {"status": "finished", "curve": curve(start), "step": 150},
+        )
+    add_job(
+        sweep,
+        [*base, "model.position=rope", "seed=1", "trainer.devices=1"],
+        {"status": "finished", "curve": curve(5.8), "step": 150},
+    )
+    add_job(
+        sweep,
+        [*base, "model.position=rope", "seed=2", "trainer.devices=1"],
+        {"status": "running", "curve": curve(5.9, steps=(50,))},
+    )  # killed after its first validation
     # seed 3 of rope never started: no folder at all
     return sweep
 
@@ -81,9 +102,13 @@ def no_heldout_reads(monkeypatch):
 def test_jobs_are_the_commands_runs_including_the_missing_one(sweep):
     jobs = load_sweep(sweep)
     assert [(j.variant[-1], j.seed, j.status) for j in jobs] == [
-        ("model.position=learned", 1, "finished"), ("model.position=learned", 2, "finished"),
-        ("model.position=learned", 3, "finished"), ("model.position=rope", 1, "finished"),
-        ("model.position=rope", 2, "unfinished"), ("model.position=rope", 3, "missing")]
+        ("model.position=learned", 1, "finished"),
+        ("model.position=learned", 2, "finished"),
+        ("model.position=learned", 3, "finished"),
+        ("model.position=rope", 1, "finished"),
+        ("model.position=rope", 2, "unfinished"),
+        ("model.position=rope", 3, "missing"),
+    ]
     assert all("trainer.devices=1" not in j.overrides for j in jobs)  # excluded keys do not name a job
 
 
@@ -111,17 +136,24 @@ def test_csv_has_every_validation_point_of_every_run_and_the_figure_is_drawn(swe
     with report.table.open() as handle:
         rows = list(csv.DictReader(handle))
     # one row per run and validation point: 4 finished runs x 3 points, the killed run's 1 point, the missing run
-    assert [(r["status"], r["val_step"]) for r in rows] == \
-        [("finished", s) for _ in range(4) for s in ("50", "100", "150")] + [("unfinished", "50"), ("missing", "")]
+    assert [(r["status"], r["val_step"]) for r in rows] == [
+        ("finished", s) for _ in range(4) for s in ("50", "100", "150")
+    ] + [("unfinished", "50"), ("missing", "")]
     first = rows[0]
-    assert (first["seed"], first["best_step"], float(first["best_dev_loss"]), first["final_step"]) == \
-        ("1", "100", 5.5, "150")
+    assert (first["seed"], first["best_step"], float(first["best_dev_loss"]), first["final_step"]) == (
+        "1",
+        "100",
+        5.5,
+        "150",
+    )
     assert float(first["final_dev_bpb"]) == pytest.approx(5.6 * 1.5)
     # seed 2 of learned: its curve (6.2, 5.7, 5.8) point by point, loss and bits per byte
     seed2 = [r for r in rows if r["variant"] == "experiment=since_gpt2 model.position=learned" and r["seed"] == "2"]
-    assert [(int(r["val_step"]), float(r["dev_loss"]), float(r["dev_bpb"]), float(r["train_loss"])) for r in seed2] \
-        == [(50, 6.2, pytest.approx(9.3), 6.2), (100, 5.7, pytest.approx(8.55), 5.7),
-            (150, pytest.approx(5.8), pytest.approx(8.7), pytest.approx(5.8))]
+    assert [(int(r["val_step"]), float(r["dev_loss"]), float(r["dev_bpb"]), float(r["train_loss"])) for r in seed2] == [
+        (50, 6.2, pytest.approx(9.3), 6.2),
+        (100, 5.7, pytest.approx(8.55), 5.7),
+        (150, pytest.approx(5.8), pytest.approx(8.7), pytest.approx(5.8)),
+    ]
     assert "Every validation point of every run" in report.markdown.read_text()
     png = report.figure.read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
@@ -149,12 +181,28 @@ def test_cli_writes_next_to_the_sweep(sweep, capsys):
 
 def test_held_out_scores_only_when_asked(sweep):
     folder = next(p for p in sweep.iterdir() if "learned" in p.name and "seed=1" in p.name)
-    rows = [{"time": "2026-01-01T10:00:00+0000", "checkpoint": "/x/checkpoints/step000100.ckpt", "split": "test",
-             "step": 100, "bits_per_byte": 2.5, "forced": False, "reason": None},
-            {"split": "dev", "step": 100, "bits_per_byte": 9.0},
-            {"time": "2026-01-01T11:00:00+0000", "split": "test", "step": 150, "bits_per_byte": 2.7},
-            {"time": "2026-01-02T09:00:00+0000", "checkpoint": "/x/checkpoints/step000100.ckpt", "split": "test",
-             "step": 100, "bits_per_byte": 2.4, "forced": True, "reason": "after the metric fix"}]
+    rows = [
+        {
+            "time": "2026-01-01T10:00:00+0000",
+            "checkpoint": "/x/checkpoints/step000100.ckpt",
+            "split": "test",
+            "step": 100,
+            "bits_per_byte": 2.5,
+            "forced": False,
+            "reason": None,
+        },
+        {"split": "dev", "step": 100, "bits_per_byte": 9.0},
+        {"time": "2026-01-01T11:00:00+0000", "split": "test", "step": 150, "bits_per_byte": 2.7},
+        {
+            "time": "2026-01-02T09:00:00+0000",
+            "checkpoint": "/x/checkpoints/step000100.ckpt",
+            "split": "test",
+            "step": 100,
+            "bits_per_byte": 2.4,
+            "forced": True,
+            "reason": "after the metric fix",
+        },
+    ]
     (folder / "evaluations.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert "Held-out scores (" not in write_report(sweep).markdown.read_text()
     report = write_report(sweep, held_out=True)
@@ -163,8 +211,10 @@ def test_held_out_scores_only_when_asked(sweep):
     # every scoring ever made, by time: the forced second look is listed beside the first, with its reason
     assert "| 2026-01-01T10:00:00+0000 | " + folder.name + " | 1 | 100 | step000100.ckpt | 2.500 | no | — |" in text
     assert "| 2026-01-01T11:00:00+0000 | " + folder.name + " | 1 | 150 | — | 2.700 | — | — |" in text
-    assert "| 2026-01-02T09:00:00+0000 | " + folder.name + " | 1 | 100 | step000100.ckpt | 2.400 | yes | " \
-           "after the metric fix |" in text
+    assert (
+        "| 2026-01-02T09:00:00+0000 | " + folder.name + " | 1 | 100 | step000100.ckpt | 2.400 | yes | "
+        "after the metric fix |" in text
+    )
     assert text.count("| evaluate |") == 3  # the dev row is not a held-out scoring
     assert "| Variant | Seed | step 100 | step 150 | best (step) |" in text
     # by step: each step's first scoring (score once), not the forced second look
@@ -184,12 +234,16 @@ def test_the_wording_says_whether_held_out_scores_exist_without_reading_them(swe
     assert "No run has been scored on the held-out split" in write_report(sweep).markdown.read_text()
     folder = next(p for p in sweep.iterdir() if "rope" in p.name and "seed=1" in p.name)
     record = json.loads((folder / "run.json").read_text())
-    record["held_out_scorings"] = [{"time": "t1", "step": 150, "forced": False}, {"time": "t2", "step": 150,
-                                                                                  "forced": True, "reason": "r"}]
+    record["held_out_scorings"] = [
+        {"time": "t1", "step": 150, "forced": False},
+        {"time": "t2", "step": 150, "forced": True, "reason": "r"},
+    ]
     (folder / "run.json").write_text(json.dumps(record))
     text = write_report(sweep).markdown.read_text()
-    assert "Held-out scores exist but are not shown: run.json lists 2 held-out scoring(s) of 1 run(s) " \
-           "(`--held-out` shows them); this report read none of them." in text
+    assert (
+        "Held-out scores exist but are not shown: run.json lists 2 held-out scoring(s) of 1 run(s) "
+        "(`--held-out` shows them); this report read none of them." in text
+    )
     assert "Held-out scores (" not in text and "2.4" not in text
 
 

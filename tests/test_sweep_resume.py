@@ -31,9 +31,19 @@ def status(job: Path | None) -> str | None:
 
 def test_rerunning_an_interrupted_sweep_skips_finished_jobs_and_resumes_the_others(small_corpus, tmp_path):
     sweep = tmp_path / "sweep"
-    command = [PYTHON, "scripts/train.py", "-m", f"trainer.max_steps={SHORT},{LONG}", *TINY_RUN, "data=textfile",
-               f"data.path={small_corpus}", "trainer.val_check_interval=100", "sweep.cpu_jobs=2",
-               f"sweep.lease_dir={tmp_path / 'leases'}", f"hydra.sweep.dir={sweep}"]
+    command = [
+        PYTHON,
+        "scripts/train.py",
+        "-m",
+        f"trainer.max_steps={SHORT},{LONG}",
+        *TINY_RUN,
+        "data=textfile",
+        f"data.path={small_corpus}",
+        "trainer.val_check_interval=100",
+        "sweep.cpu_jobs=2",
+        f"sweep.lease_dir={tmp_path / 'leases'}",
+        f"hydra.sweep.dir={sweep}",
+    ]
     with open(tmp_path / "first.log", "w") as log:
         first = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:

@@ -41,8 +41,9 @@ def sbatch_script(tmp_path, monkeypatch, *overrides) -> str:
     fake_srun.write_text("#!/bin/sh\n")
     fake_srun.chmod(0o755)
     monkeypatch.setenv("PATH", f"{fake_srun.parent}{os.pathsep}{os.environ['PATH']}")
-    executor = submitit.AutoExecutor(folder=tmp_path / "submitit", cluster="slurm",
-                                     slurm_max_num_timeout=params.pop("max_num_timeout"))
+    executor = submitit.AutoExecutor(
+        folder=tmp_path / "submitit", cluster="slurm", slurm_max_num_timeout=params.pop("max_num_timeout")
+    )
     params.pop("submitit_folder")
     base = set(OmegaConf.structured(BaseQueueConf).keys())
     executor.update_parameters(**{k if k in base else f"slurm_{k}": v for k, v in params.items()})
@@ -51,8 +52,14 @@ def sbatch_script(tmp_path, monkeypatch, *overrides) -> str:
 
 def test_slurm_launcher_submits_one_gpu_job_per_run_with_time_limit_partition_and_requeue(tmp_path, monkeypatch):
     script = sbatch_script(tmp_path, monkeypatch, "hydra.launcher.partition=gpu", "hydra.launcher.timeout_min=90")
-    for line in ("--partition=gpu", "--time=90", "--gpus-per-node=1", "--ntasks-per-node=1", "--requeue",
-                 "--signal=USR2@120"):
+    for line in (
+        "--partition=gpu",
+        "--time=90",
+        "--gpus-per-node=1",
+        "--ntasks-per-node=1",
+        "--requeue",
+        "--signal=USR2@120",
+    ):
         assert f"#SBATCH {line}\n" in script, line
 
 
@@ -82,11 +89,26 @@ def test_a_preempted_job_is_requeued_and_resumes_from_last_ckpt(small_corpus, tm
     steps = 600
     with open(tmp_path / "sweep.log", "w") as log:
         sweeping = subprocess.Popen(
-            [PYTHON, "scripts/train.py", "-m", "hydra/launcher=submitit_local", "seed=0", *TINY_RUN,
-             "data=textfile", f"data.path={small_corpus}", f"trainer.max_steps={steps}",
-             "trainer.val_check_interval=300", "checkpoint.every_n_steps=20", "checkpoint.keep_every_n_steps=null",
-             f"hydra.sweep.dir={sweep}"],
-            cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                PYTHON,
+                "scripts/train.py",
+                "-m",
+                "hydra/launcher=submitit_local",
+                "seed=0",
+                *TINY_RUN,
+                "data=textfile",
+                f"data.path={small_corpus}",
+                f"trainer.max_steps={steps}",
+                "trainer.val_check_interval=300",
+                "checkpoint.every_n_steps=20",
+                "checkpoint.keep_every_n_steps=null",
+                f"hydra.sweep.dir={sweep}",
+            ],
+            cwd=REPO,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         try:
             deadline, signalled = time.monotonic() + 300, []
             while not signalled and time.monotonic() < deadline and sweeping.poll() is None:

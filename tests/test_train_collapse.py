@@ -30,8 +30,9 @@ def test_attention_grad_norms_are_the_query_key_value_gradients_of_each_layer():
     assert len(norms) == 3
     for norm, block in zip(norms, model.blocks, strict=True):
         a = block.attention  # GQA: key and value weights are narrower than the query weight
-        expected = torch.cat([a.q_proj.weight.grad.flatten(), a.k_proj.weight.grad.flatten(),
-                              a.v_proj.weight.grad.flatten()]).norm()
+        expected = torch.cat(
+            [a.q_proj.weight.grad.flatten(), a.k_proj.weight.grad.flatten(), a.v_proj.weight.grad.flatten()]
+        ).norm()
         assert norm == pytest.approx(float(expected), rel=1e-6) and norm > 0
 
 
@@ -68,8 +69,10 @@ def test_callback_records_the_gradients_before_clipping_at_the_asked_steps(tiny_
     assert 0.0 <= diagnostics["prediction_tvd"] <= 1.0 and diagnostics["prediction_tvd_step"] == 8
 
     from tinygpt.data import TextDataModule
-    datamodule = TextDataModule(result["config"]["data"], context_length=result["config"]["model"]["context_length"],
-                                seed=0)
+
+    datamodule = TextDataModule(
+        result["config"]["data"], context_length=result["config"]["model"]["context_length"], seed=0
+    )
     datamodule.setup("fit")
     assert diagnostics["unigram_entropy_bits"] == pytest.approx(unigram_entropy_bits(datamodule.train_split.ids))
 

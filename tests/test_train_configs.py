@@ -8,19 +8,28 @@ from omegaconf import OmegaConf
 
 from tinygpt.model import GPTConfig, build_on_meta
 
-SINCE_GPT2_COUNTS = {"gpt2": 28_923_904, "rmsnorm": 28_921_600, "rope": 28_891_136, "swiglu": 28_916_736,
-                     "gqa": 28_529_152, "modern": 28_484_352}
+SINCE_GPT2_COUNTS = {
+    "gpt2": 28_923_904,
+    "rmsnorm": 28_921_600,
+    "rope": 28_891_136,
+    "swiglu": 28_916_736,
+    "gqa": 28_529_152,
+    "modern": 28_484_352,
+}
 
 
 def test_since_gpt2_is_000s_setup():
     cfg = compose_train(["experiment=since_gpt2"])
     assert cfg.name == "since_gpt2" and cfg.data.name == "timemachine"
-    assert (cfg.data.tokenizer.name, cfg.data.split_unit, cfg.data.test_fraction, cfg.data.dev_fraction) == \
-        ("gpt2", "tokens", 0.0, 0.1)
+    assert (cfg.data.tokenizer.name, cfg.data.split_unit, cfg.data.test_fraction, cfg.data.dev_fraction) == (
+        "gpt2",
+        "tokens",
+        0.0,
+        0.1,
+    )
     assert (cfg.trainer.max_steps, cfg.data.batch_size, cfg.model.context_length) == (600, 16, 128)
     assert (cfg.lr, cfg.optim.lr, cfg.model.dropout, cfg.trainer.val_check_interval) == (1e-3, 1e-3, 0.0, 50)
-    assert (cfg.model.position, cfg.model.norm, cfg.model.mlp, cfg.model.bias) == ("learned", "layernorm",
-                                                                                  "gelu", True)
+    assert (cfg.model.position, cfg.model.norm, cfg.model.mlp, cfg.model.bias) == ("learned", "layernorm", "gelu", True)
 
 
 @pytest.mark.parametrize("variant, total", SINCE_GPT2_COUNTS.items())
@@ -39,14 +48,17 @@ def test_blog_is_003s_setup():
     assert cfg.optim.schedule == "constant" and cfg.optim.warmup_steps == 200
 
 
-@pytest.mark.parametrize("variant, changed", [
-    ("baseline", {}),
-    ("cosine", {"optim.schedule": "cosine"}),
-    ("no_position", {"model.position": "none"}),
-    ("learned_position", {"model.position": "learned"}),
-    ("post_norm", {"model.prenorm": False}),
-    ("no_residual", {"model.residual": False}),
-])
+@pytest.mark.parametrize(
+    "variant, changed",
+    [
+        ("baseline", {}),
+        ("cosine", {"optim.schedule": "cosine"}),
+        ("no_position", {"model.position": "none"}),
+        ("learned_position", {"model.position": "learned"}),
+        ("post_norm", {"model.prenorm": False}),
+        ("no_residual", {"model.residual": False}),
+    ],
+)
 def test_blog_ablations_change_one_switch(variant, changed):
     base = compose_train(["experiment=blog"])
     cfg = compose_train(["experiment=blog", f"blog_ablation={variant}"])

@@ -27,8 +27,15 @@ ENTRY_POINTS = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["
 
 
 def test_every_entry_point_is_the_script_of_the_same_name():
-    assert {"tinygpt-train", "tinygpt-evaluate", "tinygpt-generate", "tinygpt-report", "tinygpt-export",
-            "tinygpt-import-hf", "tinygpt-params"} <= set(ENTRY_POINTS)
+    assert {
+        "tinygpt-train",
+        "tinygpt-evaluate",
+        "tinygpt-generate",
+        "tinygpt-report",
+        "tinygpt-export",
+        "tinygpt-import-hf",
+        "tinygpt-params",
+    } <= set(ENTRY_POINTS)
     for command, target in ENTRY_POINTS.items():
         module, function = target.split(":")
         entry = getattr(importlib.import_module(module), function)
@@ -38,9 +45,14 @@ def test_every_entry_point_is_the_script_of_the_same_name():
         assert namespace["main"] is entry, command
 
 
-@pytest.mark.parametrize("command,expected", [("tinygpt-train", "model: blog, gpt2_124m"),
-                                              ("tinygpt-export", "family: auto"),
-                                              ("tinygpt-report", "usage: tinygpt-report")])
+@pytest.mark.parametrize(
+    "command,expected",
+    [
+        ("tinygpt-train", "model: blog, gpt2_124m"),
+        ("tinygpt-export", "family: auto"),
+        ("tinygpt-report", "usage: tinygpt-report"),
+    ],
+)
 def test_installed_commands_answer_help_from_anywhere(command, expected, tmp_path):
     executable = Path(sys.executable).parent / command
     assert executable.is_file(), f"{command} is not installed: run make install"
@@ -84,9 +96,22 @@ def test_lightning_tips_are_filtered_out_and_only_them(caplog):
 
 def test_a_logged_run_prints_lines_every_n_steps_and_no_advertisement(small_corpus, tmp_path):
     # stdout and stderr are pipes here, as in a log file or a SLURM job: progress.style=auto picks lines
-    done = subprocess.run([PYTHON, "scripts/train.py", "experiment=smoke", "data=textfile", f"data.path={small_corpus}",
-                           "trainer.enable_progress_bar=true", "progress.every_n_steps=3", f"hydra.run.dir={tmp_path}"],
-                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [
+            PYTHON,
+            "scripts/train.py",
+            "experiment=smoke",
+            "data=textfile",
+            f"data.path={small_corpus}",
+            "trainer.enable_progress_bar=true",
+            "progress.every_n_steps=3",
+            f"hydra.run.dir={tmp_path}",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     output = done.stdout + done.stderr
     assert "💡" not in output and "litlogger" not in output and "litmodels" not in output

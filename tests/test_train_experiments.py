@@ -24,31 +24,38 @@ def test_since_gpt2_uses_000s_adamw_not_003s():
     assert (optim.lr, optim.betas, optim.weight_decay, optim.decay_on) == (1e-3, [0.9, 0.999], 0.01, "all")
     assert (optim.warmup_steps, optim.schedule, optim.grad_clip) == (0, "constant", 0.0)
     assert cfg.trainer.precision == "32-true" and cfg.model.dropout == 0.0
-    assert (cfg.data.batch_size, cfg.model.context_length, cfg.trainer.max_steps, cfg.trainer.val_check_interval) \
-        == (16, 128, 600, 50)
+    assert (cfg.data.batch_size, cfg.model.context_length, cfg.trainer.max_steps, cfg.trainer.val_check_interval) == (
+        16,
+        128,
+        600,
+        50,
+    )
     # 003's experiments keep 003's optimizer
     blog = OptimConfig.from_omegaconf(compose_train(["experiment=blog"]).optim)
     assert (blog.betas, blog.weight_decay, blog.decay_on, blog.grad_clip) == ([0.9, 0.95], 0.1, "matrices", 1.0)
 
 
 def test_decay_on_all_decays_norms_and_biases_too():
-    model = build_model(GPTConfig(vocab_size=16, context_length=8, d_model=8, n_layers=1, n_heads=2, bias=True,
-                                  norm="layernorm"))
+    model = build_model(
+        GPTConfig(vocab_size=16, context_length=8, d_model=8, n_layers=1, n_heads=2, bias=True, norm="layernorm")
+    )
     vectors = {id(p) for p in model.parameters() if p.dim() < 2}
     assert vectors  # norm gains and biases exist
     for decay_on, decayed_vectors in (("all", True), ("matrices", False)):
         optimizer, _ = build_optimizer(model, OptimConfig(weight_decay=0.01, decay_on=decay_on), 10)
         decayed = {id(p) for group in optimizer.param_groups if group["weight_decay"] > 0 for p in group["params"]}
         assert (vectors <= decayed) is decayed_vectors and (not vectors & decayed) is (not decayed_vectors)
-        assert len(decayed) == (len(list(model.parameters())) if decay_on == "all" else
-                                sum(p.dim() >= 2 for p in model.parameters()))
+        assert len(decayed) == (
+            len(list(model.parameters())) if decay_on == "all" else sum(p.dim() >= 2 for p in model.parameters())
+        )
     # a decayed bias shrinks with a zero gradient; under decay_on=matrices it does not move
     for decay_on, moves in (("all", True), ("matrices", False)):
         bias = torch.nn.Parameter(torch.ones(4))
         holder = torch.nn.Module()
         holder.bias = bias
-        optimizer, _ = build_optimizer(holder, OptimConfig(lr=0.1, weight_decay=0.5, warmup_steps=0,
-                                                            decay_on=decay_on), 10)
+        optimizer, _ = build_optimizer(
+            holder, OptimConfig(lr=0.1, weight_decay=0.5, warmup_steps=0, decay_on=decay_on), 10
+        )
         bias.grad = torch.zeros(4)
         optimizer.step()
         assert bool((bias.detach() < 1).all()) is moves
@@ -67,10 +74,25 @@ def test_checkpoints_from_before_decay_on_resume_as_matrices():
 def test_since_gpt2_settings_are_each_stated_with_their_source():
     doc = (REPO / "docs" / "experiments" / "since_gpt2.md").read_text()
     cfg = compose_train(["experiment=since_gpt2"])
-    for key in ("optim.lr", "optim.betas", "optim.weight_decay", "optim.decay_on", "optim.warmup_steps",
-                "optim.schedule", "optim.grad_clip", "data.batch_size", "model.context_length", "model.dropout",
-                "trainer.max_steps", "trainer.val_check_interval", "trainer.precision", "data.split_unit",
-                "data.dev_fraction", "data.test_fraction", "data/tokenizer"):
+    for key in (
+        "optim.lr",
+        "optim.betas",
+        "optim.weight_decay",
+        "optim.decay_on",
+        "optim.warmup_steps",
+        "optim.schedule",
+        "optim.grad_clip",
+        "data.batch_size",
+        "model.context_length",
+        "model.dropout",
+        "trainer.max_steps",
+        "trainer.val_check_interval",
+        "trainer.precision",
+        "data.split_unit",
+        "data.dev_fraction",
+        "data.test_fraction",
+        "data/tokenizer",
+    ):
         row = next((line for line in doc.splitlines() if line.startswith(f"| `{key}`")), None)
         assert row is not None, f"{key} is not in docs/experiments/since_gpt2.md"
         if "/" not in key:  # the value in the table is the composed one
@@ -87,27 +109,46 @@ def test_blog_round1_is_003s_first_round_as_one_multirun():
     with initialize_config_dir(str(REPO / "conf"), version_base="1.3"):
         cfg = compose("train", overrides=["experiment=blog_round1"], return_hydra_config=True)
     params = OmegaConf.to_container(cfg.hydra.sweeper.params)
-    (batch,) = BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(
-        [f"{k}={v}" for k, v in params.items()]), None)
+    (batch,) = BasicSweeper.split_arguments(
+        OverridesParser.create().parse_overrides([f"{k}={v}" for k, v in params.items()]), None
+    )
     assert sorted(tuple(job) for job in batch) == sorted(
-        (f"data/tokenizer={t}", f"model.dropout={d}") for t in ("char", "bpe") for d in ("0.1", "0.2"))
+        (f"data/tokenizer={t}", f"model.dropout={d}") for t in ("char", "bpe") for d in ("0.1", "0.2")
+    )
     for job in batch:
         run = compose_train(["experiment=blog_round1", *job])
         tokenizer, dropout = (o.partition("=")[2] for o in job)
         assert (run.data.tokenizer.name, str(run.model.dropout)) == (tokenizer, dropout)
-        assert (run.name, run.seed, run.data.name, run.data.dev, run.data.test_k) == ("blog_round1", 0, "peps",
-                                                                                        "tail", 2)
-        assert (run.trainer.max_steps, run.trainer.val_check_interval, run.data.batch_size,
-                run.model.context_length) == (3000, 250, 32, 256)
+        assert (run.name, run.seed, run.data.name, run.data.dev, run.data.test_k) == (
+            "blog_round1",
+            0,
+            "peps",
+            "tail",
+            2,
+        )
+        assert (
+            run.trainer.max_steps,
+            run.trainer.val_check_interval,
+            run.data.batch_size,
+            run.model.context_length,
+        ) == (3000, 250, 32, 256)
     assert compose_train(["experiment=blog_round1", "data/tokenizer=bpe"]).data.tokenizer.vocab_size == 2048
 
 
 def test_moonshot_holds_out_shakespeares_last_tenth():
     cfg = compose_train(["experiment=moonshot"])
-    assert (cfg.name, cfg.data.name, cfg.data.corpus, cfg.data.path) == ("moonshot", "shakespeare", "file",
-                                                                         "tinyshakespeare/input.txt")
-    assert (cfg.data.test_fraction, cfg.data.split_unit, cfg.data.dev, cfg.data.dev_fraction) == (0.1, "chars",
-                                                                                                  "tail", 0.1)
+    assert (cfg.name, cfg.data.name, cfg.data.corpus, cfg.data.path) == (
+        "moonshot",
+        "shakespeare",
+        "file",
+        "tinyshakespeare/input.txt",
+    )
+    assert (cfg.data.test_fraction, cfg.data.split_unit, cfg.data.dev, cfg.data.dev_fraction) == (
+        0.1,
+        "chars",
+        "tail",
+        0.1,
+    )
     assert cfg.data.tokenizer.name == "char" and cfg.checkpoint.keep_every_n_steps == cfg.trainer.val_check_interval
 
 

@@ -20,8 +20,11 @@ from tinygpt.train.schedules import lr_multiplier
 
 def lr_per_step(schedule: str, total: int, warmup: int = 4, min_lr_ratio: float = 0.1) -> list[float]:
     """The learning rate each optimizer step 1..total runs at, from the optimizer and scheduler as built."""
-    optimizer, scheduler = build_optimizer(torch.nn.Linear(2, 2), OptimConfig(
-        lr=1e-3, warmup_steps=warmup, schedule=schedule, min_lr_ratio=min_lr_ratio), total)
+    optimizer, scheduler = build_optimizer(
+        torch.nn.Linear(2, 2),
+        OptimConfig(lr=1e-3, warmup_steps=warmup, schedule=schedule, min_lr_ratio=min_lr_ratio),
+        total,
+    )
     rates = []
     for _ in range(total):
         rates.append(optimizer.param_groups[0]["lr"])
@@ -50,8 +53,9 @@ def test_training_steps_the_scheduler_every_optimizer_step(tiny_cfg, tmp_path):
     train(tiny_cfg("optim/schedule=cosine"), tmp_path)
     events = EventAccumulator(str(tmp_path / "tb"), size_guidance={"scalars": 0}).Reload()
     logged = {e.step: e.value for e in events.Scalars("train/lr")}
-    expected = {step: 1e-3 * lr_multiplier(step - 1, schedule="cosine", warmup_steps=2, total_steps=8)
-                for step in range(1, 9)}
+    expected = {
+        step: 1e-3 * lr_multiplier(step - 1, schedule="cosine", warmup_steps=2, total_steps=8) for step in range(1, 9)
+    }
     assert sorted(logged) == sorted(expected)
     assert [logged[s] for s in sorted(logged)] == pytest.approx([expected[s] for s in sorted(expected)], rel=1e-6)
 
@@ -93,8 +97,16 @@ def test_the_moe_auxiliary_loss_is_part_of_the_loss_that_is_optimized(tiny_cfg, 
     original = run.build_callbacks
     try:
         run.build_callbacks = lambda *args: original(*args) + [Spy()]
-        train(tiny_cfg("model.mlp=moe", "model.n_experts=4", "model.top_k=1", "model.moe_aux_loss_weight=0.5",
-                       "trainer.max_steps=3"), tmp_path)
+        train(
+            tiny_cfg(
+                "model.mlp=moe",
+                "model.n_experts=4",
+                "model.top_k=1",
+                "model.moe_aux_loss_weight=0.5",
+                "trainer.max_steps=3",
+            ),
+            tmp_path,
+        )
     finally:
         run.build_callbacks = original
     assert len(seen) == 3
@@ -105,8 +117,11 @@ def test_the_moe_auxiliary_loss_is_part_of_the_loss_that_is_optimized(tiny_cfg, 
 
 def test_weight_decay_shrinks_matrices_and_leaves_norms_and_biases_alone():
     torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=11, context_length=8, d_model=16, n_layers=1, n_heads=2, norm="layernorm",
-                          bias=True, mlp="gelu"))
+    model = GPT(
+        GPTConfig(
+            vocab_size=11, context_length=8, d_model=16, n_layers=1, n_heads=2, norm="layernorm", bias=True, mlp="gelu"
+        )
+    )
     optimizer, _ = build_optimizer(model, OptimConfig(lr=0.1, weight_decay=0.5, warmup_steps=0), 10)
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
     for p in model.parameters():

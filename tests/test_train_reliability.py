@@ -44,10 +44,20 @@ def column(rows: list[dict], key: str) -> list[tuple[int, float]]:
 
 # -- one writer per run folder ---------------------------------------------------------------------------------
 
+
 def test_a_second_writer_is_refused_naming_the_holder_and_a_dead_holders_lock_is_taken_over(tiny_cfg, tmp_path):
-    holder = subprocess.Popen([PYTHON, "-c", "import sys, time; from tinygpt.train.runlock import lock_run; "
-                               "lock = lock_run(sys.argv[1]); print('held', flush=True); time.sleep(600)",
-                               str(tmp_path)], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            PYTHON,
+            "-c",
+            "import sys, time; from tinygpt.train.runlock import lock_run; "
+            "lock = lock_run(sys.argv[1]); print('held', flush=True); time.sleep(600)",
+            str(tmp_path),
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         with pytest.raises(RunFolderBusy) as busy:
@@ -76,8 +86,16 @@ def test_evaluate_test_split_waits_for_no_one_and_refuses_while_the_run_is_being
 
 
 def test_two_identical_command_line_runs_the_second_refuses_in_one_line(small_corpus, tmp_path):
-    command = [PYTHON, "scripts/train.py", "experiment=smoke", "data=textfile", f"data.path={small_corpus}",
-               "trainer.max_steps=200", "trainer.val_check_interval=100", f"hydra.run.dir={tmp_path}"]
+    command = [
+        PYTHON,
+        "scripts/train.py",
+        "experiment=smoke",
+        "data=textfile",
+        f"data.path={small_corpus}",
+        "trainer.max_steps=200",
+        "trainer.val_check_interval=100",
+        f"hydra.run.dir={tmp_path}",
+    ]
     first = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
@@ -99,22 +117,33 @@ def test_two_identical_command_line_runs_the_second_refuses_in_one_line(small_co
     record = json.loads((tmp_path / "run.json").read_text())
     assert record["status"] == "finished" and [p["step"] for p in record["curve"]] == [100, 200]
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == [
-        "last.ckpt", "step000100.ckpt", "step000200.ckpt"]
+        "last.ckpt",
+        "step000100.ckpt",
+        "step000200.ckpt",
+    ]
 
 
 # -- every setting validated before anything is written ------------------------------------------------------
 
 BAD = [
-    ("optim.grad_clip=-1", "optim.grad_clip"), ("optim.weight_decay=-1", "optim.weight_decay"),
-    ("optim.warmup_steps=-5", "optim.warmup_steps"), ("optim.betas=[0.9,1.5]", "optim.betas"),
-    ("optim.decay_fraction=2", "optim.decay_fraction"), ("optim.min_lr_ratio=-0.1", "optim.min_lr_ratio"),
-    ("lr=0", "optim.lr"), ("trainer.max_steps=0", "trainer.max_steps"),
-    ("trainer.val_check_interval=0", "trainer.val_check_interval"), ("checkpoint.every_n_steps=0",
-                                                                       "checkpoint.every_n_steps"),
-    ("checkpoint.keep_every_n_steps=-4", "checkpoint.keep_every_n_steps"), ("seed=-1", "seed"),
-    ("seed=4294967296", "seed"), ("sample.temperature=0", "sample.temperature"),
-    ("sample.max_new_tokens=-1", "sample.max_new_tokens"), ("sample.top_k=0", "sample.top_k"),
-    ("sweep.cpu_jobs=0", "sweep.cpu_jobs"), ("sweep.simulate_devices=0", "sweep.simulate_devices"),
+    ("optim.grad_clip=-1", "optim.grad_clip"),
+    ("optim.weight_decay=-1", "optim.weight_decay"),
+    ("optim.warmup_steps=-5", "optim.warmup_steps"),
+    ("optim.betas=[0.9,1.5]", "optim.betas"),
+    ("optim.decay_fraction=2", "optim.decay_fraction"),
+    ("optim.min_lr_ratio=-0.1", "optim.min_lr_ratio"),
+    ("lr=0", "optim.lr"),
+    ("trainer.max_steps=0", "trainer.max_steps"),
+    ("trainer.val_check_interval=0", "trainer.val_check_interval"),
+    ("checkpoint.every_n_steps=0", "checkpoint.every_n_steps"),
+    ("checkpoint.keep_every_n_steps=-4", "checkpoint.keep_every_n_steps"),
+    ("seed=-1", "seed"),
+    ("seed=4294967296", "seed"),
+    ("sample.temperature=0", "sample.temperature"),
+    ("sample.max_new_tokens=-1", "sample.max_new_tokens"),
+    ("sample.top_k=0", "sample.top_k"),
+    ("sweep.cpu_jobs=0", "sweep.cpu_jobs"),
+    ("sweep.simulate_devices=0", "sweep.simulate_devices"),
 ]
 
 
@@ -129,8 +158,16 @@ def test_bad_values_fail_naming_the_field_before_anything_is_written(tiny_cfg, t
 def test_the_extreme_good_values_are_accepted(tiny_cfg):
     from tinygpt.train.schema import validate_run_config
 
-    validate_run_config(tiny_cfg("seed=4294967295", "optim.grad_clip=0", "optim.warmup_steps=0", "optim.weight_decay=0",
-                                 "sample.max_new_tokens=0", "checkpoint.keep_every_n_steps=null"))
+    validate_run_config(
+        tiny_cfg(
+            "seed=4294967295",
+            "optim.grad_clip=0",
+            "optim.warmup_steps=0",
+            "optim.weight_decay=0",
+            "sample.max_new_tokens=0",
+            "checkpoint.keep_every_n_steps=null",
+        )
+    )
 
 
 def test_a_misspelled_sweep_key_fails_at_composition(tiny_cfg):
@@ -141,6 +178,7 @@ def test_a_misspelled_sweep_key_fails_at_composition(tiny_cfg):
 
 
 # -- last.ckpt where the state is whole; logs that continue ---------------------------------------------------
+
 
 def test_last_checkpoint_is_saved_after_the_scoring_validation_and_at_the_end(tiny_cfg, tmp_path, monkeypatch):
     original = GPTModule.training_step
@@ -183,8 +221,9 @@ def whole(small_corpus, tmp_path_factory) -> Path:
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_a_signal_saves_the_step_and_the_rerun_continues_the_logs_exactly(tiny_cfg, whole, tmp_path, monkeypatch,
-                                                                          signum):
+def test_a_signal_saves_the_step_and_the_rerun_continues_the_logs_exactly(
+    tiny_cfg, whole, tmp_path, monkeypatch, signum
+):
     """Ctrl-C (or a preemption's SIGTERM) during step 6: last.ckpt at step 6, status interrupted; the rerun's
     losses, dev scores, CSV rows and TensorBoard scalars equal an uninterrupted run's, each step once."""
     overrides = RESUMED
@@ -198,8 +237,10 @@ def test_a_signal_saves_the_step_and_the_rerun_continues_the_logs_exactly(tiny_c
     monkeypatch.setattr(GPTModule, "training_step", signal_in_step_6)
     with pytest.raises(TrainingInterrupted, match="stopped after step 6"):
         train(tiny_cfg(*overrides), tmp_path / "stopped")
-    assert signal.getsignal(signum) is not None and json.loads(
-        (tmp_path / "stopped" / "run.json").read_text())["status"] == "interrupted"
+    assert (
+        signal.getsignal(signum) is not None
+        and json.loads((tmp_path / "stopped" / "run.json").read_text())["status"] == "interrupted"
+    )
     assert torch.load(tmp_path / "stopped" / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 6
     monkeypatch.setattr(GPTModule, "training_step", original)
 
@@ -264,6 +305,7 @@ def test_a_dev_score_lost_in_the_final_validation_is_recomputed_on_resume(tiny_c
 
 # -- a checkpoint must fit the run it is loaded into ----------------------------------------------------------
 
+
 def test_a_checkpoint_of_another_model_is_refused_before_the_folder_is_touched(tiny_cfg, tmp_path):
     train(tiny_cfg(), tmp_path / "other")
     train(tiny_cfg("model.d_model=48", "logger=csv"), tmp_path / "run")
@@ -277,15 +319,23 @@ def test_a_checkpoint_of_another_model_is_refused_before_the_folder_is_touched(t
 
 
 def test_another_tokenizer_or_optimizer_is_refused():
-    checkpoint = {"hyper_parameters": {"model": {"d_model": 8}, "optim": {"lr": 1e-3, "schedule": "constant"},
-                                       "max_steps": 10}, "tokenizer": '{"chars": "ab"}'}
+    checkpoint = {
+        "hyper_parameters": {"model": {"d_model": 8}, "optim": {"lr": 1e-3, "schedule": "constant"}, "max_steps": 10},
+        "tokenizer": '{"chars": "ab"}',
+    }
     same = dict(model={"d_model": 8}, optim={"lr": 1e-3, "schedule": "constant"}, max_steps=20)
     check_resumable(checkpoint, "x.ckpt", **same, tokenizer_json='{"chars": "ab"}')  # longer, constant: fine
     with pytest.raises(CheckpointError, match="another tokenizer"):
         check_resumable(checkpoint, "x.ckpt", **same, tokenizer_json='{"chars": "abc"}')
     with pytest.raises(CheckpointError, match="optim.lr=0.001 there, 0.002 here"):
-        check_resumable(checkpoint, "x.ckpt", model={"d_model": 8}, optim={"lr": 2e-3, "schedule": "constant"},
-                        max_steps=10, tokenizer_json=None)
+        check_resumable(
+            checkpoint,
+            "x.ckpt",
+            model={"d_model": 8},
+            optim={"lr": 2e-3, "schedule": "constant"},
+            max_steps=10,
+            tokenizer_json=None,
+        )
 
 
 def test_continuing_a_cosine_run_with_another_max_steps_is_refused(tiny_cfg, tmp_path):
@@ -298,10 +348,24 @@ def test_continuing_a_cosine_run_with_another_max_steps_is_refused(tiny_cfg, tmp
 
 
 def test_the_command_line_reports_a_bad_value_in_one_line(small_corpus, tmp_path):
-    done = subprocess.run([sys.executable, "scripts/train.py", "experiment=smoke", "data=textfile",
-                           f"data.path={small_corpus}", "trainer.val_check_interval=0", f"hydra.run.dir={tmp_path}"],
-                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "scripts/train.py",
+            "experiment=smoke",
+            "data=textfile",
+            f"data.path={small_corpus}",
+            "trainer.val_check_interval=0",
+            f"hydra.run.dir={tmp_path}",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 2
-    assert done.stderr.strip().splitlines()[-1] == ("[tinygpt] error: trainer.val_check_interval=0 is not allowed: "
-                                                    "must be a positive integer (validate every N optimizer steps)")
+    assert done.stderr.strip().splitlines()[-1] == (
+        "[tinygpt] error: trainer.val_check_interval=0 is not allowed: "
+        "must be a positive integer (validate every N optimizer steps)"
+    )
     assert not (tmp_path / "run.json").exists() and not (tmp_path / "checkpoints").exists()

@@ -25,8 +25,9 @@ def scalar_events(run_dir: Path, tag: str) -> list[dict[int, float]]:
         for event in EventFileLoader(str(path)).Load():
             for value in event.summary.value:
                 if value.tag == tag:
-                    values[event.step] = float(torch.tensor(value.tensor.float_val[0]
-                                                            if value.tensor.float_val else value.simple_value))
+                    values[event.step] = float(
+                        torch.tensor(value.tensor.float_val[0] if value.tensor.float_val else value.simple_value)
+                    )
         per_file.append(values)
     return per_file
 
@@ -43,20 +44,34 @@ def test_run_writes_record_checkpoints_and_tensorboard(tiny_cfg, tmp_path):
     assert record["status"] == "finished" and record["step"] == 8
     saved = json.loads((tmp_path / "run.json").read_text())
     assert [p["step"] for p in saved["curve"]] == [4, 8]
-    assert saved["parameters"] == sum(p.numel() for p in
-                                      GPTModule(saved["config"]["model"] | {"vocab_size": saved["data"]["vocab_size"]},
-                                                saved["config"]["optim"], 8).model.parameters())
+    assert saved["parameters"] == sum(
+        p.numel()
+        for p in GPTModule(
+            saved["config"]["model"] | {"vocab_size": saved["data"]["vocab_size"]}, saved["config"]["optim"], 8
+        ).model.parameters()
+    )
     assert saved["best"]["dev_bits_per_byte"] == min(p["dev_bits_per_byte"] for p in saved["curve"])
     assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
     assert {p.name for p in (tmp_path / "checkpoints").glob("step*.ckpt")} == {"step000004.ckpt", "step000008.ckpt"}
 
     events = EventAccumulator(str(tmp_path / "tb"), size_guidance={"scalars": 0, "tensors": 0}).Reload()
     tags = set(events.Tags()["scalars"])
-    assert {"train/loss", "train/loss_bits", "train/lr", "train/grad_norm", "train/tokens_per_sec", "train/mfu",
-            "dev/bpb", "dev/loss", "dev/best_bpb", "hp/best_dev_bpb"} <= tags
+    assert {
+        "train/loss",
+        "train/loss_bits",
+        "train/lr",
+        "train/grad_norm",
+        "train/tokens_per_sec",
+        "train/mfu",
+        "dev/bpb",
+        "dev/loss",
+        "dev/best_bpb",
+        "hp/best_dev_bpb",
+    } <= tags
     assert [e.step for e in events.Scalars("dev/bpb")] == [4, 8]
-    assert [e.step for e in events.Scalars("train/loss")] == list(range(1, 9)) or \
-        [e.step for e in events.Scalars("train/loss")] == list(range(0, 8))
+    assert [e.step for e in events.Scalars("train/loss")] == list(range(1, 9)) or [
+        e.step for e in events.Scalars("train/loss")
+    ] == list(range(0, 8))
     loss_nats = events.Scalars("train/loss")[-1].value
     assert events.Scalars("train/loss_bits")[-1].value == pytest.approx(loss_nats / math.log(2), rel=1e-5)
     assert "sample/text_summary" in events.Tags()["tensors"]
@@ -64,8 +79,10 @@ def test_run_writes_record_checkpoints_and_tensorboard(tiny_cfg, tmp_path):
 
 def test_seed_zero_is_a_seed(tiny_cfg, tmp_path):
     """seed=0 must seed (the popular template's ``if cfg.get("seed")`` skips it)."""
-    runs = {name: train(tiny_cfg(f"seed={seed}", "model.dropout=0.1"), tmp_path / name)
-            for name, seed in (("a0", 0), ("b0", 0), ("c1", 1))}
+    runs = {
+        name: train(tiny_cfg(f"seed={seed}", "model.dropout=0.1"), tmp_path / name)
+        for name, seed in (("a0", 0), ("b0", 0), ("c1", 1))
+    }
     losses = {name: train_losses(tmp_path / name) for name in runs}
     assert losses["a0"] == losses["b0"]
     assert losses["a0"] != losses["c1"]

@@ -10,8 +10,7 @@ from conftest import PYTHON, REPO, TINY_RUN, requires_data
 
 
 def run_train(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([PYTHON, "scripts/train.py", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=600)
+    return subprocess.run([PYTHON, "scripts/train.py", *args], cwd=REPO, capture_output=True, text=True, timeout=600)
 
 
 @requires_data
@@ -21,8 +20,9 @@ def test_design_card_command_makes_four_jobs_and_rerun_skips_them(tmp_path):
     done = run_train(*args)
     assert done.returncode == 0, done.stderr[-3000:]
     jobs = sorted(p for p in sweep.iterdir() if p.is_dir() and (p / "run.json").exists())
-    assert [p.name for p in jobs] == [f"experiment=smoke,model.position={position},seed={seed}"
-                                      for position in ("learned", "rope") for seed in (0, 1)]
+    assert [p.name for p in jobs] == [
+        f"experiment=smoke,model.position={position},seed={seed}" for position in ("learned", "rope") for seed in (0, 1)
+    ]
     for job in jobs:
         record = json.loads((job / "run.json").read_text())
         assert record["status"] == "finished"
@@ -44,21 +44,25 @@ def test_group_override_form_matches_plain_key_form(small_corpus, tmp_path):
     from conftest import compose_train
 
     base = TINY_RUN + ["data=textfile", f"data.path={small_corpus}"]
-    for group, key, value in (("model/position", "model.position", "learned"),
-                              ("model/norm", "model.norm", "layernorm"),
-                              ("optim/schedule", "optim.schedule", "cosine"),
-                              ("data/fraction", "data.fraction", "half")):
+    for group, key, value in (
+        ("model/position", "model.position", "learned"),
+        ("model/norm", "model.norm", "layernorm"),
+        ("optim/schedule", "optim.schedule", "cosine"),
+        ("data/fraction", "data.fraction", "half"),
+    ):
         via_group = compose_train(base + [f"{group}={value}"])
         via_key = compose_train(base + [f"{key}={value}"])
         section, field = key.split(".")
-        assert via_group[section][field] == via_key[section][field] or \
-            (field == "fraction" and via_group[section][field] == 0.5 and via_key[section][field] == "half")
+        assert via_group[section][field] == via_key[section][field] or (
+            field == "fraction" and via_group[section][field] == 0.5 and via_key[section][field] == "half"
+        )
 
 
 def test_a_failing_job_does_not_stop_the_others(small_corpus, tmp_path):
     sweep = tmp_path / "sweep"
-    done = run_train("-m", "model.n_heads=2,3", *TINY_RUN, "data=textfile", f"data.path={small_corpus}",
-                     f"hydra.sweep.dir={sweep}")
+    done = run_train(
+        "-m", "model.n_heads=2,3", *TINY_RUN, "data=textfile", f"data.path={small_corpus}", f"hydra.sweep.dir={sweep}"
+    )
     assert done.returncode != 0
     assert "n_heads" in done.stderr
     (good,) = sweep.glob("*model.n_heads=2*")

@@ -58,8 +58,12 @@ def test_test_scoring_scores_the_test_split_not_the_dev_split(trained_run):
     ckpt = run_dir / "checkpoints" / "step000004.ckpt"  # step 8 was scored above (last.ckpt): score once
     (row,) = evaluate(str(run_dir), ckpt=str(ckpt), split="test")
     model, tokenizer, _ = load_model(ckpt)
-    datamodule = TextDataModule(OmegaConf.create(record["config"]).data, context_length=model.config.context_length,
-                                seed=record["config"]["seed"], tokenizer=tokenizer)
+    datamodule = TextDataModule(
+        OmegaConf.create(record["config"]).data,
+        context_length=model.config.context_length,
+        seed=record["config"]["seed"],
+        tokenizer=tokenizer,
+    )
     datamodule.setup("validate")
     expected = score(model, datamodule.test_dataloader())
     assert row["tokens"] == expected["tokens"] and row["bits_per_byte"] == pytest.approx(expected["bits_per_byte"])
@@ -71,8 +75,13 @@ def test_test_scoring_scores_the_test_split_not_the_dev_split(trained_run):
 def test_generate_script_samples_from_a_checkpoint(trained_run):
     run_dir, _ = trained_run
     ckpt = run_dir / "checkpoints" / "last.ckpt"
-    done = subprocess.run([PYTHON, "scripts/generate.py", f"ckpt='{ckpt}'", "prompt=time machine",
-                           "max_new_tokens=12", "greedy=true"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [PYTHON, "scripts/generate.py", f"ckpt='{ckpt}'", "prompt=time machine", "max_new_tokens=12", "greedy=true"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     model, tokenizer, _ = load_model(ckpt)
     prompt = torch.tensor([tokenizer.encode("time machine")])

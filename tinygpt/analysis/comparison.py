@@ -19,15 +19,15 @@ from tinygpt.metrics.costs import window_bits
 BASELINE_ORDER = ("lstm", "kneser-ney", "bz2", "lzma", "zlib", "unigram")
 
 
-def gpt_row(model, tokenizer, text: SplitText, unseen: np.ndarray, train_sample_chars: int = 60_000,
-            device: str = "cpu") -> tuple[dict, np.ndarray]:
+def gpt_row(
+    model, tokenizer, text: SplitText, unseen: np.ndarray, train_sample_chars: int = 60_000, device: str = "cpu"
+) -> tuple[dict, np.ndarray]:
     """(the row, the per-token bits on the split) for one checkpoint."""
     T = model.config.context_length
     encoded = encode_segments(tokenizer, [(n, text.document_text(i)) for i, n in enumerate(text.documents)])
     bits = window_bits(model.to(device), encoded, T, device)
     token_unseen = unseen if tokenizer.name == "char" else None
-    row = summarize(bits, encoded.token_bytes.numpy(), encoded.token_doc.numpy(), encoded.documents,
-                    token_unseen, 0.0)
+    row = summarize(bits, encoded.token_bytes.numpy(), encoded.token_doc.numpy(), encoded.documents, token_unseen, 0.0)
     sample = text.train[:train_sample_chars]
     seen = encode_segments(tokenizer, [("train", sample)])
     if len(seen) > T:

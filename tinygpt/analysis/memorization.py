@@ -30,5 +30,5 @@ def longest_match(query: str, train: str) -> Match:
         while j <= len(query) and query[i:j] in train:
             best, where = j - i, i
             j += 1
-    stretch = query[where:where + best]
+    stretch = query[where : where + best]
     return Match(best, stretch, where if best else -1, train.find(stretch) if best else -1)

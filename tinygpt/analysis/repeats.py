@@ -30,8 +30,8 @@ def _cover(starts: list[int], span: int, n: int) -> np.ndarray:
 def copied_mask(text: str, train: str, span: int) -> np.ndarray:
     if span < 1:
         raise ValueError(f"span={span} must be at least 1")
-    grams = {train[i:i + span] for i in range(len(train) - span + 1)}
-    starts = [i for i in range(len(text) - span + 1) if text[i:i + span] in grams]
+    grams = {train[i : i + span] for i in range(len(train) - span + 1)}
+    starts = [i for i in range(len(text) - span + 1) if text[i : i + span] in grams]
     return _cover(starts, span, len(text))
 
 
@@ -41,7 +41,7 @@ def repeated_mask(text: str, span: int, T: int) -> np.ndarray:
     first_seen: dict[str, int] = {}
     starts = []
     for i in range(len(text) - span + 1):
-        s = text[i:i + span]
+        s = text[i : i + span]
         first = first_seen.setdefault(s, i)
         if first < i - T:
             starts.append(i)
@@ -61,7 +61,10 @@ def repeats_table(text: str, train: str, bits: np.ndarray, T: int, spans=(32, 16
         row = {"span": span, "T": T}
         for name, mask in (("copied", copied), ("repeated", repeated), ("rest", rest)):
             n = int(mask.sum())
-            row[name] = {"fraction": n / int(scored.sum()), "chars": n,
-                         "mean_bits": float(bits[mask].mean()) if n else None}
+            row[name] = {
+                "fraction": n / int(scored.sum()),
+                "chars": n,
+                "mean_bits": float(bits[mask].mean()) if n else None,
+            }
         rows.append(row)
     return rows

@@ -33,14 +33,26 @@ from tinygpt.train.checkpoints import load_model
 from tinygpt.train.score_once import record_scoring
 
 
-def analyze(run_dir: str | Path, split: str = "dev", baselines: str | Path | None = None, samples: int = 10,
-            seed: int = 0, temperature: float = 0.8, prompt: str | None = None, greedy_prompt: str | None = None,
-            sample_chars: int = 200, spans=(32, 16), device: str = "cpu", echo=print) -> dict:
+def analyze(
+    run_dir: str | Path,
+    split: str = "dev",
+    baselines: str | Path | None = None,
+    samples: int = 10,
+    seed: int = 0,
+    temperature: float = 0.8,
+    prompt: str | None = None,
+    greedy_prompt: str | None = None,
+    sample_chars: int = 200,
+    spans=(32, 16),
+    device: str = "cpu",
+    echo=print,
+) -> dict:
     run_dir = Path(run_dir)
     record = read_record(run_dir)
     if record is None:
-        raise FileNotFoundError(f"{run_record_path(run_dir)} not found: analyze needs the run's record to rebuild "
-                                "its data splits")
+        raise FileNotFoundError(
+            f"{run_record_path(run_dir)} not found: analyze needs the run's record to rebuild its data splits"
+        )
     data = record["config"]["data"]
     checkpoints = checkpoint_files(run_dir)
     if not checkpoints:
@@ -65,23 +77,47 @@ def analyze(run_dir: str | Path, split: str = "dev", baselines: str | Path | Non
         last_bits, last_model, last_tokenizer = bits, model, tokenizer
         if split == "test":
             # logged like evaluate.py's scorings (evaluations.jsonl, and listed in run.json for the report)
-            record_scoring(run_dir, {"checkpoint": str(path), "step": step, "split": split, "source": "analyze",
-                                     **{k: row[k] for k in ("bits", "bytes", BITS_PER_BYTE, "per_document_bpb")}})
+            record_scoring(
+                run_dir,
+                {
+                    "checkpoint": str(path),
+                    "step": step,
+                    "split": split,
+                    "source": "analyze",
+                    **{k: row[k] for k in ("bits", "bytes", BITS_PER_BYTE, "per_document_bpb")},
+                },
+            )
     for prefix in BASELINE_ORDER:
         for name, r in (base or {}).get("baselines", {}).items():
             if name.startswith(prefix):
                 rows[name] = r
 
-    report = {"run_dir": str(run_dir), "split": split, "documents": list(text.documents),
-              "scored_chars": len(text.text) - 1, "unseen_chars": n_unseen, "table": rows,
-              "baselines_record": str(baselines_file) if base else None}
-    lines = [f"# Analysis of {run_dir} on the {split} split", "",
-             f"{len(text.text) - 1:,} scored characters ({text.scored_bytes:,} bytes) in {len(text.documents)} "
-             f"document(s). Bits per byte; lower is better.", "", "## Comparison", "",
-             format_table(rows, list(text.documents)), ""]
+    report = {
+        "run_dir": str(run_dir),
+        "split": split,
+        "documents": list(text.documents),
+        "scored_chars": len(text.text) - 1,
+        "unseen_chars": n_unseen,
+        "table": rows,
+        "baselines_record": str(baselines_file) if base else None,
+    }
+    lines = [
+        f"# Analysis of {run_dir} on the {split} split",
+        "",
+        f"{len(text.text) - 1:,} scored characters ({text.scored_bytes:,} bytes) in {len(text.documents)} "
+        f"document(s). Bits per byte; lower is better.",
+        "",
+        "## Comparison",
+        "",
+        format_table(rows, list(text.documents)),
+        "",
+    ]
     if base is None:
-        lines += [f"No baselines record at {baselines_file}: run `python scripts/baselines.py data={data['name']} "
-                  f"split={split}` with the run's data settings for the baseline rows.", ""]
+        lines += [
+            f"No baselines record at {baselines_file}: run `python scripts/baselines.py data={data['name']} "
+            f"split={split}` with the run's data settings for the baseline rows.",
+            "",
+        ]
     lines += [_unseen_line(rows, n_unseen, text.scored_bytes), ""]
 
     T = last_model.config.context_length
@@ -90,34 +126,59 @@ def analyze(run_dir: str | Path, split: str = "dev", baselines: str | Path | Non
         dev = text if split == "dev" else (load_split_text(data, "dev") if data.get("dev") != "none" else None)
         dev_copied = None if dev is None else float(copied_mask(dev.text, dev.train, spans[0])[1:].mean())
         report["repeats"] = {"rows": table, "dev_copied_fraction": dev_copied, "span_for_dev": spans[0]}
-        lines += ["## Repeats", "", f"the model's context T = {T}; the last checkpoint's cost, bits per character:",
-                  ""]
+        lines += ["## Repeats", "", f"the model's context T = {T}; the last checkpoint's cost, bits per character:", ""]
         for r in table:
-            parts = [f"{name} {r[name]['fraction']:5.1%}" + ("" if r[name]["mean_bits"] is None
-                                                            else f" at {r[name]['mean_bits']:.2f} bits")
-                     for name in ("copied", "repeated", "rest")]
+            parts = [
+                f"{name} {r[name]['fraction']:5.1%}"
+                + ("" if r[name]["mean_bits"] is None else f" at {r[name]['mean_bits']:.2f} bits")
+                for name in ("copied", "repeated", "rest")
+            ]
             lines.append(f"- stretches of {r['span']}+ characters: " + ", ".join(parts))
         if dev_copied is not None:
-            lines.append(f"- for comparison, the dev slice: {dev_copied:.1%} copied from the training text "
-                         f"({spans[0]}+)")
+            lines.append(
+                f"- for comparison, the dev slice: {dev_copied:.1%} copied from the training text ({spans[0]}+)"
+            )
         lines.append("")
     else:
-        lines += ["## Repeats", "", f"skipped: the masks are per character, and this run's tokenizer is "
-                  f"{last_tokenizer.name}", ""]
+        lines += [
+            "## Repeats",
+            "",
+            f"skipped: the masks are per character, and this run's tokenizer is {last_tokenizer.name}",
+            "",
+        ]
 
-    mem = memorization(last_model, last_tokenizer, text, samples, seed, temperature,
-                       prompt or record["config"].get("sample", {}).get("prompt") or text.train[:20],
-                       greedy_prompt or text.train[:40], sample_chars)
+    mem = memorization(
+        last_model,
+        last_tokenizer,
+        text,
+        samples,
+        seed,
+        temperature,
+        prompt or record["config"].get("sample", {}).get("prompt") or text.train[:20],
+        greedy_prompt or text.train[:40],
+        sample_chars,
+    )
     report["memorization"] = mem
-    lines += ["## Memorization", "", f"{samples} samples of {sample_chars} tokens (seed {seed}, temperature "
-              f"{temperature}) from the last checkpoint; longest stretch also in the training text, and where:", ""]
+    lines += [
+        "## Memorization",
+        "",
+        f"{samples} samples of {sample_chars} tokens (seed {seed}, temperature "
+        f"{temperature}) from the last checkpoint; longest stretch also in the training text, and where:",
+        "",
+    ]
     for m in mem["samples"] + [mem["greedy"]] + mem["held_out"]:
-        lines.append(f"- {m['what']}: {m['length']} characters {json.dumps(m['stretch'])}"
-                     + (f" ({m['train_document']} at character {m['train_offset']:,})" if m["length"] else ""))
+        lines.append(
+            f"- {m['what']}: {m['length']} characters {json.dumps(m['stretch'])}"
+            + (f" ({m['train_document']} at character {m['train_offset']:,})" if m["length"] else "")
+        )
     lengths = [m["length"] for m in mem["samples"]]
     held = [m["length"] for m in mem["held_out"]]
-    lines += ["", f"samples: {min(lengths)} to {max(lengths)} characters; greedy: {mem['greedy']['length']}; "
-              f"pieces of the {split} text, written by people: {min(held)} to {max(held)}", ""]
+    lines += [
+        "",
+        f"samples: {min(lengths)} to {max(lengths)} characters; greedy: {mem['greedy']['length']}; "
+        f"pieces of the {split} text, written by people: {min(held)} to {max(held)}",
+        "",
+    ]
 
     write_json_atomic(run_dir / f"analysis_{split}.json", report)
     (run_dir / f"analysis_{split}.md").write_text("\n".join(lines))
@@ -125,8 +186,17 @@ def analyze(run_dir: str | Path, split: str = "dev", baselines: str | Path | Non
     return report
 
 
-def memorization(model, tokenizer, text, samples: int, seed: int, temperature: float, prompt: str,
-                 greedy_prompt: str, sample_chars: int) -> dict:
+def memorization(
+    model,
+    tokenizer,
+    text,
+    samples: int,
+    seed: int,
+    temperature: float,
+    prompt: str,
+    greedy_prompt: str,
+    sample_chars: int,
+) -> dict:
     def where(match) -> dict:
         doc, offset = text.train_location(match.train_offset) if match.length else (None, -1)
         return {"length": match.length, "stretch": match.text, "train_document": doc, "train_offset": offset}
@@ -135,13 +205,15 @@ def memorization(model, tokenizer, text, samples: int, seed: int, temperature: f
     out = {"samples": [], "greedy": None, "held_out": []}
     generator = torch.Generator().manual_seed(seed)
     for i, (p, greedy) in enumerate([(prompt, False)] * samples + [(greedy_prompt, True)]):
-        ids = (tokenizer.encode(p) or [0])[-(T // 2):]
+        ids = (tokenizer.encode(p) or [0])[-(T // 2) :]
         new = max(1, min(sample_chars, T - len(ids)))
-        tokens = generate(model, torch.tensor([ids]), new, temperature=temperature, greedy=greedy,
-                          generator=generator)
-        written = tokenizer.decode(tokens[0, len(ids):].tolist())
-        entry = {"what": f"greedy from {json.dumps(p[:30])}" if greedy else f"sample {i}", "text": written,
-                 **where(longest_match(written, text.train))}
+        tokens = generate(model, torch.tensor([ids]), new, temperature=temperature, greedy=greedy, generator=generator)
+        written = tokenizer.decode(tokens[0, len(ids) :].tolist())
+        entry = {
+            "what": f"greedy from {json.dumps(p[:30])}" if greedy else f"sample {i}",
+            "text": written,
+            **where(longest_match(written, text.train)),
+        }
         if greedy:
             out["greedy"] = entry
         else:
@@ -149,19 +221,27 @@ def memorization(model, tokenizer, text, samples: int, seed: int, temperature: f
     n = len(text.text)
     for k in range(3):
         start = (k + 1) * n // 4
-        piece = text.text[start:start + sample_chars]
-        out["held_out"].append({"what": f"{text.split} text from character {start:,}", "text": piece,
-                                **where(longest_match(piece, text.train))})
+        piece = text.text[start : start + sample_chars]
+        out["held_out"].append(
+            {
+                "what": f"{text.split} text from character {start:,}",
+                "text": piece,
+                **where(longest_match(piece, text.train)),
+            }
+        )
     return out
 
 
 def _unseen_line(rows: dict, n_unseen: int, scored_bytes: int) -> str:
     if n_unseen == 0:
         return "Every scored character occurs in the training text."
-    parts = [f"{name} pays {r['unseen_bits'] / n_unseen:.1f} bits per unseen character, "
-             f"{r['unseen_bits'] / scored_bytes:.3f} bits per byte of the text in all "
-             f"({r['unseen_bits'] / r['bits']:.1%} of its cost)"
-             for name, r in rows.items() if r.get("unseen_bits") is not None]
+    parts = [
+        f"{name} pays {r['unseen_bits'] / n_unseen:.1f} bits per unseen character, "
+        f"{r['unseen_bits'] / scored_bytes:.3f} bits per byte of the text in all "
+        f"({r['unseen_bits'] / r['bits']:.1%} of its cost)"
+        for name, r in rows.items()
+        if r.get("unseen_bits") is not None
+    ]
     return f"{n_unseen:,} scored characters never occur in the training text. " + "; ".join(parts) + "."
 
 
@@ -172,7 +252,9 @@ def _read_baselines(path: Path, data: dict) -> dict | None:
     _, ours = plan_for(data)
     _, theirs = plan_for(base["data"])
     if (ours.train, ours.dev, ours.test) != (theirs.train, theirs.dev, theirs.test):
-        raise DataError(f"{path} scores other splits than this run's data config ({data['name']}, dev="
-                        f"{data['dev']}); rerun scripts/baselines.py with the run's data settings or give "
-                        "baselines=<its out_dir>")
+        raise DataError(
+            f"{path} scores other splits than this run's data config ({data['name']}, dev="
+            f"{data['dev']}); rerun scripts/baselines.py with the run's data settings or give "
+            "baselines=<its out_dir>"
+        )
     return base

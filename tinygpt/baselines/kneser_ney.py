@@ -40,7 +40,7 @@ class KneserNey:
         self.vocab_size = len(self.vocabulary) + 1  # + the unseen symbol
         n = order + 1
         # counts[k]: n-gram of length k -> raw count (k = n) or continuation count (k < n)
-        counts: dict[int, Counter] = {n: Counter(train[i:i + n] for i in range(len(train) - n + 1))}
+        counts: dict[int, Counter] = {n: Counter(train[i : i + n] for i in range(len(train) - n + 1))}
         distinct = set(counts[n])
         for k in range(n - 1, 0, -1):
             counts[k] = Counter(gram[1:] for gram in distinct)
@@ -69,11 +69,11 @@ class KneserNey:
     def prob(self, history: str, char: str) -> float:
         """P(char | the last `order` characters of history); a character never seen in training is the unseen
         symbol (all of them share its probability, as they share the char tokenizer's id 0)."""
-        h = history[-self.order:] if self.order else ""
+        h = history[-self.order :] if self.order else ""
         p = 1.0 / self.vocab_size
         known = char in self._known
         for k in range(1, len(h) + 2):
-            ctx = h[len(h) - (k - 1):] if k > 1 else ""
+            ctx = h[len(h) - (k - 1) :] if k > 1 else ""
             total = self.context_total[k].get(ctx, 0)
             if total == 0:
                 continue
@@ -94,7 +94,7 @@ class KneserNey:
         bits = np.zeros(len(text), dtype=np.float64)
         log2 = math.log2
         for i in range(1, len(text)):
-            bits[i] = -log2(self.prob(text[max(0, i - self.order):i], text[i]))
+            bits[i] = -log2(self.prob(text[max(0, i - self.order) : i], text[i]))
         return bits
 
 

@@ -41,8 +41,14 @@ def record_path(out_dir: str | Path, split: str) -> Path:
     return Path(out_dir) / f"baselines_{split}.json"
 
 
-def summarize(bits: np.ndarray, token_bytes: np.ndarray, token_doc: np.ndarray, documents,
-              unseen: np.ndarray | None, seconds: float) -> dict:
+def summarize(
+    bits: np.ndarray,
+    token_bytes: np.ndarray,
+    token_doc: np.ndarray,
+    documents,
+    unseen: np.ndarray | None,
+    seconds: float,
+) -> dict:
     """Totals over the scored tokens (all but the first), per document, and the cost of unseen characters
     (None when the tokens are not characters, so that cost cannot be told apart)."""
     scored = np.ones(len(bits), dtype=bool)
@@ -52,10 +58,14 @@ def summarize(bits: np.ndarray, token_bytes: np.ndarray, token_doc: np.ndarray, 
     doc_bytes = np.bincount(token_doc[scored], weights=token_bytes[scored], minlength=n_docs)
     total_bits, total_bytes = float(bits[scored].sum()), int(token_bytes[scored].sum())
     return {
-        "bits": total_bits, "bytes": total_bytes, "bits_per_byte": total_bits / total_bytes,
-        "per_document_bpb": {name: float(b / n) for name, b, n in zip(documents, doc_bits, doc_bytes, strict=True)
-                             if n > 0},
-        "unseen_bits": None if unseen is None else float(bits[scored & unseen].sum()), "seconds": round(seconds, 2),
+        "bits": total_bits,
+        "bytes": total_bytes,
+        "bits_per_byte": total_bits / total_bytes,
+        "per_document_bpb": {
+            name: float(b / n) for name, b, n in zip(documents, doc_bits, doc_bytes, strict=True) if n > 0
+        },
+        "unseen_bits": None if unseen is None else float(bits[scored & unseen].sum()),
+        "seconds": round(seconds, 2),
     }
 
 
@@ -66,9 +76,15 @@ def char_arrays(split: SplitText) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return split.char_bytes, split.doc_of_char, unseen
 
 
-def run_baselines(data: Any, split: str = "dev", kn_order: int = 6, lstm_run: str | None = None,
-                  out_dir: str | Path = "outputs/baselines", device: str = "cpu",
-                  echo=print) -> dict:
+def run_baselines(
+    data: Any,
+    split: str = "dev",
+    kn_order: int = 6,
+    lstm_run: str | None = None,
+    out_dir: str | Path = "outputs/baselines",
+    device: str = "cpu",
+    echo=print,
+) -> dict:
     text = load_split_text(data, split)
     lstm = _lstm_checkpoint(lstm_run, data) if lstm_run else None  # checked before anything is scored
     out_dir = Path(out_dir)
@@ -84,40 +100,77 @@ def run_baselines(data: Any, split: str = "dev", kn_order: int = 6, lstm_run: st
         t0 = time.perf_counter()
         r = score_compressor(name, text.train, text.text, documents)
         per_doc = {d: p["bits"] / p["bytes"] for d, p in zip(text.documents, r["per_document"], strict=True)}
-        report(name, {"bits": r["bits"], "bytes": r["bytes"], "bits_per_byte": r["bits"] / r["bytes"],
-                      "per_document_bpb": per_doc, "seconds": round(time.perf_counter() - t0, 2),
-                      "given": "the training text (per document: 003's formula over the whole document)"})
+        report(
+            name,
+            {
+                "bits": r["bits"],
+                "bytes": r["bytes"],
+                "bits_per_byte": r["bits"] / r["bytes"],
+                "per_document_bpb": per_doc,
+                "seconds": round(time.perf_counter() - t0, 2),
+                "given": "the training text (per document: 003's formula over the whole document)",
+            },
+        )
     for build in (lambda: KneserNey(text.train, kn_order), lambda: Unigram(text.train)):
         t0 = time.perf_counter()  # fitting included
         model = build()
         bits = model.bits_each(text.text)
-        report(model.name, summarize(bits, char_bytes, doc_of_char, text.documents, unseen,
-                                     time.perf_counter() - t0))
+        report(model.name, summarize(bits, char_bytes, doc_of_char, text.documents, unseen, time.perf_counter() - t0))
     if lstm is not None:
         report("lstm", _score_lstm(lstm, text, device))
 
     record = {
-        "split": split, "data": OmegaConf.to_container(data, resolve=True) if OmegaConf.is_config(data) else data,
-        "documents": list(text.documents), "train_chars": len(text.train), "scored_chars": len(text.text) - 1,
-        "scored_bytes": text.scored_bytes, "unseen_chars": int(unseen[1:].sum()), "kn_order": kn_order,
-        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "baselines": results,
+        "split": split,
+        "data": OmegaConf.to_container(data, resolve=True) if OmegaConf.is_config(data) else data,
+        "documents": list(text.documents),
+        "train_chars": len(text.train),
+        "scored_chars": len(text.text) - 1,
+        "scored_bytes": text.scored_bytes,
+        "unseen_chars": int(unseen[1:].sum()),
+        "kn_order": kn_order,
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "baselines": results,
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json_atomic(record_path(out_dir, split), record)
     if split == "test":
-        append_evaluations(out_dir, [{"baseline": name, "split": split, BITS_PER_BYTE: r["bits_per_byte"],
-                                      "bits": r["bits"], "bytes": r["bytes"],
-                                      "per_document_bpb": r["per_document_bpb"]} for name, r in results.items()],
-                           stamp=record["time"])
+        append_evaluations(
+            out_dir,
+            [
+                {
+                    "baseline": name,
+                    "split": split,
+                    BITS_PER_BYTE: r["bits_per_byte"],
+                    "bits": r["bits"],
+                    "bytes": r["bytes"],
+                    "per_document_bpb": r["per_document_bpb"],
+                }
+                for name, r in results.items()
+            ],
+            stamp=record["time"],
+        )
         if lstm is not None:
             r = results["lstm"]
-            record_scoring(Path(lstm_run), {  # as evaluate.py logs a run's scoring (and lists it in run.json)
-                "checkpoint": r["checkpoint"], "step": r["step"], "split": split, "context": LSTM_CONTEXT,
-                BITS_PER_BYTE: r["bits_per_byte"], "bits": r["bits"], "bytes": r["bytes"],
-                "per_document_bpb": r["per_document_bpb"], "source": "baselines"}, stamp=record["time"])
-    echo(f"[tinygpt] {split} baselines over {len(text.text) - 1:,} scored characters "
-         f"({text.scored_bytes:,} bytes, {record['unseen_chars']:,} never seen in training): "
-         f"{record_path(out_dir, split)}")
+            record_scoring(
+                Path(lstm_run),
+                {  # as evaluate.py logs a run's scoring (and lists it in run.json)
+                    "checkpoint": r["checkpoint"],
+                    "step": r["step"],
+                    "split": split,
+                    "context": LSTM_CONTEXT,
+                    BITS_PER_BYTE: r["bits_per_byte"],
+                    "bits": r["bits"],
+                    "bytes": r["bytes"],
+                    "per_document_bpb": r["per_document_bpb"],
+                    "source": "baselines",
+                },
+                stamp=record["time"],
+            )
+    echo(
+        f"[tinygpt] {split} baselines over {len(text.text) - 1:,} scored characters "
+        f"({text.scored_bytes:,} bytes, {record['unseen_chars']:,} never seen in training): "
+        f"{record_path(out_dir, split)}"
+    )
     return record
 
 
@@ -128,14 +181,17 @@ def _lstm_checkpoint(run_dir: str, data: Any) -> Path:
     if record is None:
         raise FileNotFoundError(f"lstm_run={run_dir}: no run.json there; give the folder of a model=lstm run")
     if record["config"]["model"].get("family") != "lstm":
-        raise ValueError(f"lstm_run={run_dir} is a {record['config']['model'].get('family', 'gpt')} run, not "
-                         "model=lstm")
+        raise ValueError(
+            f"lstm_run={run_dir} is a {record['config']['model'].get('family', 'gpt')} run, not model=lstm"
+        )
     _, ours = plan_for(data)
     _, theirs = plan_for(record["config"]["data"])
     if (ours.train, ours.dev, ours.test) != (theirs.train, theirs.dev, theirs.test):
-        raise DataError(f"lstm_run={run_dir} was trained on other splits (data={record['config']['data']['name']}"
-                        f", dev={record['config']['data']['dev']}) than data={_data_name(data)} gives; "
-                        "score it with the data settings it was trained with")
+        raise DataError(
+            f"lstm_run={run_dir} was trained on other splits (data={record['config']['data']['name']}"
+            f", dev={record['config']['data']['dev']}) than data={_data_name(data)} gives; "
+            "score it with the data settings it was trained with"
+        )
     checkpoints = checkpoint_files(run_dir)
     if not checkpoints:
         raise FileNotFoundError(f"lstm_run={run_dir}: no checkpoints under {checkpoints_dir(run_dir)}")
@@ -158,6 +214,12 @@ def _score_lstm(path: Path, text: SplitText, device: str) -> dict:
     unseen = None
     if tokenizer.name == "char":
         unseen = np.fromiter((ch not in known for ch in text.text), dtype=bool, count=len(text.text))
-    result = summarize(bits, encoded.token_bytes.numpy(), encoded.token_doc.numpy(), encoded.documents, unseen,
-                       time.perf_counter() - t0)
+    result = summarize(
+        bits,
+        encoded.token_bytes.numpy(),
+        encoded.token_doc.numpy(),
+        encoded.documents,
+        unseen,
+        time.perf_counter() - t0,
+    )
     return {**result, "checkpoint": str(path), "step": checkpoint.get("global_step"), "context": LSTM_CONTEXT}

@@ -54,7 +54,7 @@ class SplitText:
 
     def document_text(self, index: int) -> str:
         end = self.doc_starts[index + 1] if index + 1 < len(self.doc_starts) else len(self.text)
-        return self.text[self.doc_starts[index]:end]
+        return self.text[self.doc_starts[index] : end]
 
     def train_location(self, offset: int) -> tuple[str, int]:
         """(document, character offset in it) of a character offset in `train`."""
@@ -70,8 +70,10 @@ def utf8_lengths(text: str) -> np.ndarray:
 def plan_for(data: Any) -> tuple[DataConfig, SplitPlan]:
     config = DataConfig.from_any(data)
     if config.split_unit != "chars":
-        raise DataError(f"data.split_unit={config.split_unit!r}: the baselines and analyses cut the text at "
-                        "character positions; use data.split_unit=chars")
+        raise DataError(
+            f"data.split_unit={config.split_unit!r}: the baselines and analyses cut the text at "
+            "character positions; use data.split_unit=chars"
+        )
     return config, plan_splits(open_corpus(config, resolve_data_root(config.root)), config)
 
 

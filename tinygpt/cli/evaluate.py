@@ -28,13 +28,16 @@ register_configs()  # the typed schemas (tinygpt/cli/config.py), before Hydra co
 @hydra.main(config_path=TOOLS_CONF, config_name="evaluate", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     try:
-        rows = evaluate(cfg.run_dir, ckpt=cfg.ckpt, split=cfg.split, device=cfg.device, force=cfg.force,
-                        reason=cfg.reason)
+        rows = evaluate(
+            cfg.run_dir, ckpt=cfg.ckpt, split=cfg.split, device=cfg.device, force=cfg.force, reason=cfg.reason
+        )
     except (AlreadyScored, ValueError) as refused:  # ConfigError too: bad split, force without reason, ...
         sys.exit(f"[tinygpt] refused: {refused}")
     for row in rows:
-        print(f"{row['checkpoint']}: step {row['step']}  {row['split']} bits per byte {row['bits_per_byte']:.4f}"
-              f"  (bits/token {row['bits_per_token']:.4f}, bits/char {row['bits_per_char']:.4f})")
+        print(
+            f"{row['checkpoint']}: step {row['step']}  {row['split']} bits per byte {row['bits_per_byte']:.4f}"
+            f"  (bits/token {row['bits_per_token']:.4f}, bits/char {row['bits_per_char']:.4f})"
+        )
         for name, bpb in row.get("per_document_bpb", {}).items():
             print(f"    {name}: {bpb:.4f} bits per byte")
 

@@ -31,8 +31,10 @@ def main(cfg: DictConfig) -> None:
         done = export_checkpoint(cfg.ckpt, cfg.out, family=cfg.family, overwrite=cfg.overwrite)
     except (ExportError, CheckpointError) as err:
         sys.exit(f"error: {err}")
-    print(f"[tinygpt] exported {cfg.ckpt} as {done.family.hf_class} to {done.folder} (logits checked: max "
-          f"difference {done.max_logit_difference:.2g})")
+    print(
+        f"[tinygpt] exported {cfg.ckpt} as {done.family.hf_class} to {done.folder} (logits checked: max "
+        f"difference {done.max_logit_difference:.2g})"
+    )
     print(f"[tinygpt] load it with transformers.AutoModelForCausalLM.from_pretrained({str(done.folder)!r})")
 
 

@@ -22,8 +22,16 @@ def main(cfg: DictConfig) -> None:
     model, tokenizer, _ = load_model(cfg.ckpt)
     ids = tokenizer.encode(cfg.prompt) or [0]
     generator = torch.Generator().manual_seed(cfg.seed)
-    out = generate(model, torch.tensor([ids]), cfg.max_new_tokens, temperature=cfg.temperature,
-                   top_k=cfg.top_k, top_p=cfg.top_p, greedy=cfg.greedy, generator=generator)
+    out = generate(
+        model,
+        torch.tensor([ids]),
+        cfg.max_new_tokens,
+        temperature=cfg.temperature,
+        top_k=cfg.top_k,
+        top_p=cfg.top_p,
+        greedy=cfg.greedy,
+        generator=generator,
+    )
     print(tokenizer.decode(out[0].tolist()))
 
 

@@ -30,11 +30,12 @@ def report(config: GPTConfig) -> str:
         note = " (tied: shares the embedding table)" if tied else ""
         lines.append(f"{group:12s} {counts[group]:>15,}  {counts[group] / total:6.1%}{note}")
     L, D, V = config.n_layers, config.d_model, config.vocab_size
-    lines.append(f"formula 12·L·D² + V·D = {formula_count(config):,}  (L={L}, D={D}, V={V}), "
-                 f"counted {total:,}")
+    lines.append(f"formula 12·L·D² + V·D = {formula_count(config):,}  (L={L}, D={D}, V={V}), counted {total:,}")
     fp32, bf16 = (kv_cache_bytes_per_token(config, bytes_per_number=n) for n in (4, 2))
-    lines.append(f"KV cache per token: {fp32:,} bytes fp32, {bf16 / 1024:,.0f} KiB bf16 "
-                 f"({config.resolved_kv_heads} KV heads x {config.resolved_head_dim} x {L} layers)")
+    lines.append(
+        f"KV cache per token: {fp32:,} bytes fp32, {bf16 / 1024:,.0f} KiB bf16 "
+        f"({config.resolved_kv_heads} KV heads x {config.resolved_head_dim} x {L} layers)"
+    )
     lines.append(f"total parameters: {total:,}")
     return "\n".join(lines)
 
@@ -49,8 +50,10 @@ def main(cfg: DictConfig) -> None:
     except ValueError as err:
         sys.exit(f"error: {err}")
     if config.vocab_size == 0:
-        sys.exit("error: model.vocab_size is 0 (normally filled from the tokenizer); pass it, "
-                 "e.g. python scripts/params.py model.vocab_size=148")
+        sys.exit(
+            "error: model.vocab_size is 0 (normally filled from the tokenizer); pass it, "
+            "e.g. python scripts/params.py model.vocab_size=148"
+        )
     print(report(config))
 
 

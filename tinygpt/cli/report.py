@@ -19,25 +19,49 @@ from tinygpt.report.tables import METRICS
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("sweep_dir", type=Path, help="the sweep's folder, e.g. outputs/sweeps/since_gpt2")
-    parser.add_argument("--style", choices=STYLES, default="auto",
-                        help="seeds: 000's table; steps: 003's; auto: steps when every run was scored at the "
-                             "same few (<= 6) steps, else seeds")
-    parser.add_argument("--metric", choices=sorted(METRICS), default=None,
-                        help=f"default: {DEFAULT_METRIC['seeds']} for seeds, {DEFAULT_METRIC['steps']} for steps")
+    parser.add_argument(
+        "--style",
+        choices=STYLES,
+        default="auto",
+        help="seeds: 000's table; steps: 003's; auto: steps when every run was scored at the "
+        "same few (<= 6) steps, else seeds",
+    )
+    parser.add_argument(
+        "--metric",
+        choices=sorted(METRICS),
+        default=None,
+        help=f"default: {DEFAULT_METRIC['seeds']} for seeds, {DEFAULT_METRIC['steps']} for steps",
+    )
     parser.add_argument("--out", type=Path, default=None, help="where to write (default: the sweep's folder)")
-    parser.add_argument("--held-out", action="store_true",
-                        help="also tabulate the held-out scores logged by scripts/evaluate.py split=test "
-                             "(evaluations.jsonl) and plot them (heldout.png); off by default")
+    parser.add_argument(
+        "--held-out",
+        action="store_true",
+        help="also tabulate the held-out scores logged by scripts/evaluate.py split=test "
+        "(evaluations.jsonl) and plot them (heldout.png); off by default",
+    )
     parser.add_argument("--ymax", type=float, default=None, help="cut the curves' axis at this value (000: 7.7)")
-    parser.add_argument("--figure-only", nargs="+", default=(), metavar="OVERRIDE",
-                        help="draw only runs with one of these overrides, e.g. ablation=gpt2 ablation=rope "
-                             "ablation=modern (000's figure); the table keeps every run")
+    parser.add_argument(
+        "--figure-only",
+        nargs="+",
+        default=(),
+        metavar="OVERRIDE",
+        help="draw only runs with one of these overrides, e.g. ablation=gpt2 ablation=rope "
+        "ablation=modern (000's figure); the table keeps every run",
+    )
     args = parser.parse_args(argv)
-    report = write_report(args.sweep_dir, style=args.style, metric=args.metric, out_dir=args.out,
-                          held_out=args.held_out, ymax=args.ymax, figure_only=args.figure_only)
+    report = write_report(
+        args.sweep_dir,
+        style=args.style,
+        metric=args.metric,
+        out_dir=args.out,
+        held_out=args.held_out,
+        ymax=args.ymax,
+        figure_only=args.figure_only,
+    )
     print(report.markdown.read_text())
     print(f"wrote {report.markdown}, {report.figure}, {report.table}")
     return 0

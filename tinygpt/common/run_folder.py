@@ -22,20 +22,20 @@ from pathlib import Path
 
 from tinygpt.common.files import write_json_atomic
 
-RUN_RECORD = "run.json"            # the run record: config, data splits, curve, best, final, status
+RUN_RECORD = "run.json"  # the run record: config, data splits, curve, best, final, status
 EVALUATIONS = "evaluations.jsonl"  # one JSON line per scoring after training (evaluate, baselines, analyses)
-CHECKPOINTS = "checkpoints"        # folder: last.ckpt and the kept checkpoints
-LAST_CHECKPOINT = "last.ckpt"      # the full training state, for resume
+CHECKPOINTS = "checkpoints"  # folder: last.ckpt and the kept checkpoints
+LAST_CHECKPOINT = "last.ckpt"  # the full training state, for resume
 KEPT_CHECKPOINT = "step{step:06d}"  # ModelCheckpoint's filename template for kept (weights-only) checkpoints
 IMPORTED_CHECKPOINT = "imported.ckpt"  # a model imported from Hugging Face (tinygpt/export/import_hf.py)
-RUN_LOCK = "run.lock"              # one writer per folder (tinygpt/train/runlock.py)
-PLACEMENT = "placement.json"       # the device a sweep job leased (tinygpt/launch/placement.py)
-TENSORBOARD_DIR = "tb"             # conf/logger/tensorboard.yaml's name
-CSV_DIR = "csv"                    # conf/logger/csv.yaml's name; the file inside is Lightning's
+RUN_LOCK = "run.lock"  # one writer per folder (tinygpt/train/runlock.py)
+PLACEMENT = "placement.json"  # the device a sweep job leased (tinygpt/launch/placement.py)
+TENSORBOARD_DIR = "tb"  # conf/logger/tensorboard.yaml's name
+CSV_DIR = "csv"  # conf/logger/csv.yaml's name; the file inside is Lightning's
 CSV_METRICS = "metrics.csv"
 
-BITS_PER_BYTE = "bits_per_byte"    # the headline metric, as BitsPerByte.compute and evaluations.jsonl name it
-DEV = "dev_"                       # run.json's prefix: its curve, best and final are dev scores
+BITS_PER_BYTE = "bits_per_byte"  # the headline metric, as BitsPerByte.compute and evaluations.jsonl name it
+DEV = "dev_"  # run.json's prefix: its curve, best and final are dev scores
 DEV_BITS_PER_BYTE = DEV + BITS_PER_BYTE
 DEV_LOSS = DEV + "loss"
 

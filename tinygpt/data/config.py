@@ -35,9 +35,7 @@ def parse_fraction(value: Any) -> float:
                 f"data.fraction={value!r}: expected a number in (0, 1] or one of {sorted(NAMED_FRACTIONS)}"
             ) from None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise DataError(
-            f"data.fraction={value!r}: expected a number in (0, 1] or one of {sorted(NAMED_FRACTIONS)}"
-        )
+        raise DataError(f"data.fraction={value!r}: expected a number in (0, 1] or one of {sorted(NAMED_FRACTIONS)}")
     value = float(value)
     if not (0.0 < value <= 1.0) or math.isnan(value):
         raise DataError(f"data.fraction={value}: must be in (0, 1] (1.0 = all of the fit text)")
@@ -62,9 +60,7 @@ class TokenizerConfig:
         from tinygpt.data.tokenizers import TOKENIZERS  # the registry of names (it imports this module's types)
 
         if name not in TOKENIZERS:
-            raise DataError(
-                f"data.tokenizer.name={name!r}: unknown tokenizer; choose one of {list(TOKENIZERS)}"
-            )
+            raise DataError(f"data.tokenizer.name={name!r}: unknown tokenizer; choose one of {list(TOKENIZERS)}")
         vocab_size = raw.get("vocab_size")
         if name == "bpe":
             vocab_size = DEFAULT_BPE_VOCAB if vocab_size is None else vocab_size
@@ -150,9 +146,7 @@ class DataConfig:
                     "document, so use data.dev=tail or data.dev=none"
                 )
             if self.test_documents:
-                raise DataError(
-                    "data.test_documents applies to directory corpora only; use data.test_fraction"
-                )
+                raise DataError("data.test_documents applies to directory corpora only; use data.test_fraction")
         else:
             if not self.glob:
                 raise DataError('data.glob is required for a directory corpus, e.g. data.glob="*.txt"')
@@ -213,9 +207,7 @@ def _to_plain_dict(cfg: Any) -> dict:
     if DictConfig and isinstance(cfg, DictConfig):
         cfg = OmegaConf.to_container(cfg, resolve=True)
     if not isinstance(cfg, Mapping):
-        raise DataError(
-            f"data config must be a mapping (the `data` node of the Hydra config), got {type(cfg)}"
-        )
+        raise DataError(f"data config must be a mapping (the `data` node of the Hydra config), got {type(cfg)}")
     return dict(cfg)
 
 

@@ -42,9 +42,7 @@ def open_corpus(config: DataConfig, root: DataRoot) -> Corpus:
     if at_registered_place:
         # Fetch what is missing, and check the sha256 of every file of the corpus.
         ensure_files(root, named.files, f"the {named.name} corpus")
-    documents = (
-        _file_documents(location, config) if config.corpus == "file" else _dir_documents(location, config)
-    )
+    documents = _file_documents(location, config) if config.corpus == "file" else _dir_documents(location, config)
     if named is not None:
         _check_against_published(named, documents, hash_files=not at_registered_place)
     corpus = Corpus(config.name, config.corpus, location, tuple(documents), checksummed=named is not None)
@@ -57,9 +55,7 @@ def _named_corpus(config: DataConfig) -> NamedCorpus | None:
     if config.name in NAMED_CORPORA:
         named = NAMED_CORPORA[config.name]
         if config.corpus != named.kind:
-            raise DataError(
-                f"data.name={config.name} is a {named.kind} corpus, but data.corpus={config.corpus}"
-            )
+            raise DataError(f"data.name={config.name} is a {named.kind} corpus, but data.corpus={config.corpus}")
         return named
     if config.name in GENERIC_CORPORA:
         if config.corpus != GENERIC_CORPORA[config.name]:
@@ -70,16 +66,13 @@ def _named_corpus(config: DataConfig) -> NamedCorpus | None:
         return None
     known = sorted(NAMED_CORPORA) + sorted(GENERIC_CORPORA)
     raise DataError(
-        f"data.name={config.name!r}: unknown corpus; choose one of {known} "
-        "(textfile and textdir read your own text)"
+        f"data.name={config.name!r}: unknown corpus; choose one of {known} (textfile and textdir read your own text)"
     )
 
 
 def _file_documents(location: Path, config: DataConfig) -> list[Document]:
     if location.is_dir():
-        raise DataError(
-            f"{location} (data.path={config.path}) is a directory; use data=textdir (data.corpus=dir)"
-        )
+        raise DataError(f"{location} (data.path={config.path}) is a directory; use data=textdir (data.corpus=dir)")
     if not location.is_file():
         raise DataError(f"corpus file {location} (data.path={config.path}) does not exist")
     return [scan_document(location.name, location)]
@@ -87,9 +80,7 @@ def _file_documents(location: Path, config: DataConfig) -> list[Document]:
 
 def _dir_documents(location: Path, config: DataConfig) -> list[Document]:
     if not location.is_dir():
-        raise DataError(
-            f"corpus directory {location} (data.path={config.path}) does not exist or is not a directory"
-        )
+        raise DataError(f"corpus directory {location} (data.path={config.path}) does not exist or is not a directory")
     matches = (p for p in location.glob(config.glob) if p.is_file())
     paths = sorted(matches, key=lambda p: p.relative_to(location).as_posix())
     if not paths:

@@ -86,13 +86,9 @@ class TextDataModule(L.LightningDataModule):
         corpus = open_corpus(config, root)
         plan = plan_splits(corpus, config)
         if not plan.train:
-            raise DataError(
-                f"the train split of {corpus.location} is empty; check data.fraction and the split sizes"
-            )
+            raise DataError(f"the train split of {corpus.location} is empty; check data.fraction and the split sizes")
         if config.dev != "none" and not (plan.dev or plan.cut_dev_by_tokens):
-            raise DataError(
-                f"the dev split of {corpus.location} is empty; raise data.dev_fraction or data.dev_k"
-            )
+            raise DataError(f"the dev split of {corpus.location} is empty; raise data.dev_fraction or data.dev_k")
 
         unseen_dev = 0
         if plan.cut_train_by_tokens:  # split_unit=tokens: a fixed tokenizer, then cuts at token boundaries
@@ -284,9 +280,7 @@ class TextDataModule(L.LightningDataModule):
                 p.fit_full_bytes,
                 None,  # not encoded as a whole unless split_unit=tokens; train is what the model sees
             ),
-            "dev": None
-            if p.dev is None
-            else _split_summary(p.dev.documents, p.dev.chars, p.dev.bytes, len(p.dev)),
+            "dev": None if p.dev is None else _split_summary(p.dev.documents, p.dev.chars, p.dev.bytes, len(p.dev)),
             "test": None,
         }
         if p.plan.test:
@@ -294,9 +288,7 @@ class TextDataModule(L.LightningDataModule):
             splits["test"] = _split_summary(
                 self.test_documents, total_chars(p.plan.test), total_bytes(p.plan.test), held.get("tokens")
             )
-            splits["test"]["unseen_chars"] = held.get(
-                "unseen_chars"
-            )  # None until the held-out split is scored
+            splits["test"]["unseen_chars"] = held.get("unseen_chars")  # None until the held-out split is scored
         return {
             "corpus": {
                 "name": p.corpus.name,
@@ -348,9 +340,7 @@ class TextDataModule(L.LightningDataModule):
             if split is None:
                 lines.append(f"  {name:5s}: none")
                 continue
-            tokens = (
-                "not read until test scoring" if split["tokens"] is None else f"{split['tokens']:,} tokens"
-            )
+            tokens = "not read until test scoring" if split["tokens"] is None else f"{split['tokens']:,} tokens"
             docs = split["documents"]
             shown = "" if corpus["kind"] == "file" or name == "train" else f"; documents {', '.join(docs)}"
             lines.append(
@@ -368,9 +358,7 @@ def _split_summary(documents, chars: int, n_bytes: int, tokens: int | None) -> d
 
 def _describe_split_rules(config: DataConfig) -> str:
     if config.corpus == "file":
-        test = (
-            f"test = last {config.test_fraction:.0%} of the characters" if config.test_fraction else "no test"
-        )
+        test = f"test = last {config.test_fraction:.0%} of the characters" if config.test_fraction else "no test"
     elif config.test_documents:
         test = f"test = the listed documents {list(config.test_documents)}"
     else:

@@ -73,9 +73,7 @@ def _download(root: DataRoot, missing: Sequence[RemoteFile], what: str) -> None:
 
 def _download_one(remote: RemoteFile, destination: Path) -> None:
     destination.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(
-        prefix=f".{destination.name}.", suffix=".part", dir=destination.parent
-    )
+    handle, temporary = tempfile.mkstemp(prefix=f".{destination.name}.", suffix=".part", dir=destination.parent)
     os.close(handle)
     temporary = Path(temporary)
     try:

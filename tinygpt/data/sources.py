@@ -73,8 +73,7 @@ def peps_manifest() -> dict[str, str]:
 def _peps_files() -> tuple[RemoteFile, ...]:
     base = f"https://raw.githubusercontent.com/python/peps/{PEPS_COMMIT}/peps"
     return tuple(
-        RemoteFile(f"peps/{name}", f"{base}/{name}", digest)
-        for name, digest in sorted(peps_manifest().items())
+        RemoteFile(f"peps/{name}", f"{base}/{name}", digest) for name, digest in sorted(peps_manifest().items())
     )
 
 
@@ -90,11 +89,19 @@ NAMED_CORPORA: dict[str, NamedCorpus] = {
         _timemachine_files,
     ),
     "shakespeare": NamedCorpus(
-        "shakespeare", "file", "tinyshakespeare/input.txt", None, "tiny Shakespeare (karpathy/char-rnn)",
+        "shakespeare",
+        "file",
+        "tinyshakespeare/input.txt",
+        None,
+        "tiny Shakespeare (karpathy/char-rnn)",
         _shakespeare_files,
     ),
     "peps": NamedCorpus(
-        "peps", "dir", "peps", "pep-*.rst", f"303 public-domain PEPs from python/peps@{PEPS_COMMIT[:12]}",
+        "peps",
+        "dir",
+        "peps",
+        "pep-*.rst",
+        f"303 public-domain PEPs from python/peps@{PEPS_COMMIT[:12]}",
         _peps_files,
     ),
 }

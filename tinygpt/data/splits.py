@@ -121,9 +121,7 @@ def _held_out_documents(corpus: Corpus, config: DataConfig) -> tuple[str, ...]:
             )
         chosen = choose_documents(names, config.test_k, config.split_seed, _TEST_STREAM)
     if len(chosen) >= len(names):
-        raise DataError(
-            f"data.test_documents holds out all {len(names)} documents; leave at least one to train on"
-        )
+        raise DataError(f"data.test_documents holds out all {len(names)} documents; leave at least one to train on")
     return chosen
 
 

@@ -264,9 +264,7 @@ def train_bpe(texts: Sequence[str], vocab_size: int = 2048) -> ByteLevelBPEToken
 def load_gpt2(encoder_json: str | Path, vocab_bpe: str | Path) -> ByteLevelBPETokenizer:
     from tokenizers import models
 
-    return ByteLevelBPETokenizer(
-        _new_byte_level_hf(models.BPE.from_file(str(encoder_json), str(vocab_bpe))), "gpt2"
-    )
+    return ByteLevelBPETokenizer(_new_byte_level_hf(models.BPE.from_file(str(encoder_json), str(vocab_bpe))), "gpt2")
 
 
 def tokenizer_from_json(text: str) -> Tokenizer:
@@ -304,6 +302,7 @@ def _hf_from_json(kind: str) -> Callable[[dict], Tokenizer]:
         from tokenizers import Tokenizer as HFTokenizer
 
         return ByteLevelBPETokenizer(HFTokenizer.from_str(json.dumps(payload["hf"])), kind)
+
     return read
 
 
@@ -320,11 +319,16 @@ class TokenizerKind:
 # data.tokenizer.name's names and their kinds: TokenizerConfig checks against the keys, build_tokenizer and
 # tokenizer_from_json dispatch on them. Adding a tokenizer: its class above, an entry here, conf/data/tokenizer/.
 TOKENIZERS: dict[str, TokenizerKind] = {
-    "char": TokenizerKind(lambda c, texts, root: CharTokenizer.fit(texts),
-                          lambda payload: CharTokenizer(payload["chars"]), needs_fitting=True),
-    "bytes": TokenizerKind(lambda c, texts, root: BytesTokenizer(), lambda payload: BytesTokenizer(),
-                           needs_fitting=False),
-    "bpe": TokenizerKind(lambda c, texts, root: train_bpe(texts, c.vocab_size), _hf_from_json("bpe"),
-                         needs_fitting=True),
+    "char": TokenizerKind(
+        lambda c, texts, root: CharTokenizer.fit(texts),
+        lambda payload: CharTokenizer(payload["chars"]),
+        needs_fitting=True,
+    ),
+    "bytes": TokenizerKind(
+        lambda c, texts, root: BytesTokenizer(), lambda payload: BytesTokenizer(), needs_fitting=False
+    ),
+    "bpe": TokenizerKind(
+        lambda c, texts, root: train_bpe(texts, c.vocab_size), _hf_from_json("bpe"), needs_fitting=True
+    ),
     "gpt2": TokenizerKind(_gpt2, _hf_from_json("gpt2"), needs_fitting=False),
 }

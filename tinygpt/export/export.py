@@ -43,8 +43,10 @@ def check_same_logits(model: GPT, hf_model, what: str) -> float:
         theirs = hf_model.eval()(input_ids=ids).logits.float()
     difference = float((ours - theirs).abs().max())
     if difference > 1e-4 * max(1.0, float(ours.abs().max())):
-        raise ExportError(f"{what}: transformers' logits differ from tinygpt's by {difference:.3g}; nothing was "
-                          "written (please report this as a tinygpt bug)")
+        raise ExportError(
+            f"{what}: transformers' logits differ from tinygpt's by {difference:.3g}; nothing was "
+            "written (please report this as a tinygpt bug)"
+        )
     return difference
 
 
@@ -64,8 +66,9 @@ def _check_out(out: Path, overwrite: bool) -> None:
     if out.exists() and not out.is_dir():
         raise ExportError(f"out={out} is a file, not a folder")
     if out.is_dir() and any(out.iterdir()) and not overwrite:
-        raise ExportError(f"out={out} already exists and is not empty: choose a new folder, or overwrite=true "
-                          "to replace it")
+        raise ExportError(
+            f"out={out} already exists and is not empty: choose a new folder, or overwrite=true to replace it"
+        )
 
 
 def export_checkpoint(ckpt: str | Path, out: str | Path, family: str = "auto", overwrite: bool = False) -> Exported:
@@ -74,15 +77,25 @@ def export_checkpoint(ckpt: str | Path, out: str | Path, family: str = "auto", o
     chosen = choose_family(model.config, family)
     _check_out(out, overwrite)
     if tokenizer.vocab_size > model.config.vocab_size:
-        raise ExportError(f"checkpoint {ckpt}: its tokenizer has {tokenizer.vocab_size} ids but the model only "
-                          f"{model.config.vocab_size}")
+        raise ExportError(
+            f"checkpoint {ckpt}: its tokenizer has {tokenizer.vocab_size} ids but the model only "
+            f"{model.config.vocab_size}"
+        )
     hf_tokenizer(tokenizer, model.config.context_length)  # refuses a tokenizer it cannot express, before writing
     hf_model = build_hf_model(model, chosen)
     difference = check_same_logits(model, hf_model, f"export of {ckpt}")
 
     run_dir = ckpt.resolve().parent.parent  # <run>/checkpoints/<file>, as evaluate.py reads it
-    card = model_card(model.config, chosen, ckpt, checkpoint.get("global_step"), model.num_parameters(), tokenizer,
-                      read_record(run_dir), run_dir)
+    card = model_card(
+        model.config,
+        chosen,
+        ckpt,
+        checkpoint.get("global_step"),
+        model.num_parameters(),
+        tokenizer,
+        read_record(run_dir),
+        run_dir,
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = out.with_name(f".{out.name}.export-tmp")
     shutil.rmtree(staging, ignore_errors=True)

@@ -51,43 +51,66 @@ COMMON = (
 )
 
 FAMILIES: dict[str, Family] = {
-    "llama": Family("llama", "LlamaForCausalLM", "llama", (
-        ("position", "rope", "LlamaForCausalLM uses RoPE"),
-        ("norm", "rmsnorm", "LlamaForCausalLM uses RMSNorm"),
-        ("mlp", "swiglu", "LlamaForCausalLM uses a SwiGLU MLP"),
-        ("qk_norm", False, "LlamaForCausalLM has no QK-norm (Qwen3ForCausalLM does: family=qwen3)"),
-    )),
-    "qwen3": Family("qwen3", "Qwen3ForCausalLM", "qwen3", (
-        ("position", "rope", "Qwen3ForCausalLM uses RoPE"),
-        ("norm", "rmsnorm", "Qwen3ForCausalLM uses RMSNorm"),
-        ("mlp", "swiglu", "Qwen3ForCausalLM uses a SwiGLU MLP"),
-        ("qk_norm", True, "Qwen3ForCausalLM always normalizes queries and keys (without QK-norm: family=llama)"),
-    )),
-    "gpt2": Family("gpt2", "GPT2LMHeadModel", "gpt2", (
-        ("position", "learned", "GPT2LMHeadModel uses a learned position table"),
-        ("norm", "layernorm", "GPT2LMHeadModel uses LayerNorm"),
-        ("mlp", "gelu", "GPT2LMHeadModel uses a GELU MLP"),
-        ("qk_norm", False, "GPT2LMHeadModel has no QK-norm"),
-    )),
+    "llama": Family(
+        "llama",
+        "LlamaForCausalLM",
+        "llama",
+        (
+            ("position", "rope", "LlamaForCausalLM uses RoPE"),
+            ("norm", "rmsnorm", "LlamaForCausalLM uses RMSNorm"),
+            ("mlp", "swiglu", "LlamaForCausalLM uses a SwiGLU MLP"),
+            ("qk_norm", False, "LlamaForCausalLM has no QK-norm (Qwen3ForCausalLM does: family=qwen3)"),
+        ),
+    ),
+    "qwen3": Family(
+        "qwen3",
+        "Qwen3ForCausalLM",
+        "qwen3",
+        (
+            ("position", "rope", "Qwen3ForCausalLM uses RoPE"),
+            ("norm", "rmsnorm", "Qwen3ForCausalLM uses RMSNorm"),
+            ("mlp", "swiglu", "Qwen3ForCausalLM uses a SwiGLU MLP"),
+            ("qk_norm", True, "Qwen3ForCausalLM always normalizes queries and keys (without QK-norm: family=llama)"),
+        ),
+    ),
+    "gpt2": Family(
+        "gpt2",
+        "GPT2LMHeadModel",
+        "gpt2",
+        (
+            ("position", "learned", "GPT2LMHeadModel uses a learned position table"),
+            ("norm", "layernorm", "GPT2LMHeadModel uses LayerNorm"),
+            ("mlp", "gelu", "GPT2LMHeadModel uses a GELU MLP"),
+            ("qk_norm", False, "GPT2LMHeadModel has no QK-norm"),
+        ),
+    ),
 }
 
-SUPPORTED = ("supported families: llama (LlamaForCausalLM: rope, rmsnorm, swiglu), qwen3 (Qwen3ForCausalLM: "
-             "the same with qk_norm), gpt2 (GPT2LMHeadModel: learned positions, layernorm, gelu)")
+SUPPORTED = (
+    "supported families: llama (LlamaForCausalLM: rope, rmsnorm, swiglu), qwen3 (Qwen3ForCausalLM: "
+    "the same with qk_norm), gpt2 (GPT2LMHeadModel: learned positions, layernorm, gelu)"
+)
 
 
 def _problems(config: GPTConfig, family: Family) -> list[str]:
     """Every switch of `config` the family cannot express, as 'model.<field>=<value>: <why>'."""
-    problems = [f"model.{field}={getattr(config, field)!r}: {why}"
-                for field, wanted, why in COMMON + family.requires if getattr(config, field) != wanted]
+    problems = [
+        f"model.{field}={getattr(config, field)!r}: {why}"
+        for field, wanted, why in COMMON + family.requires
+        if getattr(config, field) != wanted
+    ]
     if config.mlp == "moe":
         problems.insert(0, "model.mlp='moe': no exportable family has a matching mixture-of-experts class")
     if family.name == "gpt2":
         if config.resolved_kv_heads != config.n_heads:
-            problems.append(f"model.n_kv_heads={config.n_kv_heads!r}: GPT2LMHeadModel has plain multi-head "
-                            "attention only")
+            problems.append(
+                f"model.n_kv_heads={config.n_kv_heads!r}: GPT2LMHeadModel has plain multi-head attention only"
+            )
         if config.resolved_head_dim * config.n_heads != config.d_model:
-            problems.append(f"model.head_dim={config.head_dim!r}: GPT2LMHeadModel needs head_dim = "
-                            f"d_model / n_heads = {config.d_model / config.n_heads:g}")
+            problems.append(
+                f"model.head_dim={config.head_dim!r}: GPT2LMHeadModel needs head_dim = "
+                f"d_model / n_heads = {config.d_model / config.n_heads:g}"
+            )
     return problems
 
 
@@ -109,27 +132,55 @@ def choose_family(config: GPTConfig, family: str = "auto") -> Family:
 
 # ---- configs ------------------------------------------------------------------------------------------------
 
+
 def hf_config(config: GPTConfig, family: Family, bos_id: int | None, eos_id: int | None):
     """The transformers config object for `config`, dropout 0, in float32."""
     from transformers import GPT2Config, LlamaConfig, Qwen3Config
 
-    common = dict(vocab_size=config.vocab_size, initializer_range=config.init_std, bos_token_id=bos_id,
-                  eos_token_id=eos_id, pad_token_id=None, tie_word_embeddings=config.tie_embeddings,
-                  dtype="float32")
+    common = dict(
+        vocab_size=config.vocab_size,
+        initializer_range=config.init_std,
+        bos_token_id=bos_id,
+        eos_token_id=eos_id,
+        pad_token_id=None,
+        tie_word_embeddings=config.tie_embeddings,
+        dtype="float32",
+    )
     if family.name == "gpt2":
-        return GPT2Config(n_positions=config.context_length, n_embd=config.d_model, n_layer=config.n_layers,
-                          n_head=config.n_heads, n_inner=config.resolved_mlp_hidden, activation_function="gelu_new",
-                          resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, layer_norm_epsilon=config.norm_eps,
-                          scale_attn_weights=True, scale_attn_by_inverse_layer_idx=False,
-                          reorder_and_upcast_attn=False, **common)
+        return GPT2Config(
+            n_positions=config.context_length,
+            n_embd=config.d_model,
+            n_layer=config.n_layers,
+            n_head=config.n_heads,
+            n_inner=config.resolved_mlp_hidden,
+            activation_function="gelu_new",
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+            attn_pdrop=0.0,
+            layer_norm_epsilon=config.norm_eps,
+            scale_attn_weights=True,
+            scale_attn_by_inverse_layer_idx=False,
+            reorder_and_upcast_attn=False,
+            **common,
+        )
     cls = Qwen3Config if family.name == "qwen3" else LlamaConfig
     extra = {"use_sliding_window": False, "sliding_window": None} if family.name == "qwen3" else {"mlp_bias": False}
-    return cls(hidden_size=config.d_model, intermediate_size=config.resolved_mlp_hidden,
-               num_hidden_layers=config.n_layers, num_attention_heads=config.n_heads,
-               num_key_value_heads=config.resolved_kv_heads, head_dim=config.resolved_head_dim, hidden_act="silu",
-               max_position_embeddings=config.context_length, rms_norm_eps=config.norm_eps,
-               rope_parameters={"rope_type": "default", "rope_theta": float(config.rope_base)},
-               attention_bias=config.bias, attention_dropout=0.0, **extra, **common)
+    return cls(
+        hidden_size=config.d_model,
+        intermediate_size=config.resolved_mlp_hidden,
+        num_hidden_layers=config.n_layers,
+        num_attention_heads=config.n_heads,
+        num_key_value_heads=config.resolved_kv_heads,
+        head_dim=config.resolved_head_dim,
+        hidden_act="silu",
+        max_position_embeddings=config.context_length,
+        rms_norm_eps=config.norm_eps,
+        rope_parameters={"rope_type": "default", "rope_theta": float(config.rope_base)},
+        attention_bias=config.bias,
+        attention_dropout=0.0,
+        **extra,
+        **common,
+    )
 
 
 def _refuse_unless(ok: bool, field: str, value, why: str) -> None:
@@ -143,45 +194,98 @@ def tinygpt_config(hf) -> GPTConfig:
     Sizes equal to tinygpt's defaults come back as null (n_kv_heads, head_dim, mlp_hidden), as a run states them."""
     config = _tinygpt_config(hf)
     defaults = GPTConfig(**{**vars(config), "n_kv_heads": None, "head_dim": None, "mlp_hidden": None})
-    return GPTConfig(**{**vars(config), **{
-        "n_kv_heads": None if config.n_kv_heads == defaults.resolved_kv_heads else config.n_kv_heads,
-        "head_dim": None if config.head_dim == defaults.resolved_head_dim else config.head_dim,
-        "mlp_hidden": None if config.mlp_hidden == defaults.resolved_mlp_hidden else config.mlp_hidden}})
+    return GPTConfig(
+        **{
+            **vars(config),
+            **{
+                "n_kv_heads": None if config.n_kv_heads == defaults.resolved_kv_heads else config.n_kv_heads,
+                "head_dim": None if config.head_dim == defaults.resolved_head_dim else config.head_dim,
+                "mlp_hidden": None if config.mlp_hidden == defaults.resolved_mlp_hidden else config.mlp_hidden,
+            },
+        }
+    )
 
 
 def _tinygpt_config(hf) -> GPTConfig:
     model_type = getattr(hf, "model_type", None)
     _refuse_unless(model_type in FAMILIES, "model_type", model_type, "not a supported family")
     if model_type == "gpt2":
-        _refuse_unless(hf.activation_function == "gelu_new", "activation_function", hf.activation_function,
-                       "tinygpt's GELU is the tanh approximation (gelu_new)")
-        _refuse_unless(hf.scale_attn_weights, "scale_attn_weights", hf.scale_attn_weights,
-                       "tinygpt scales attention by 1/sqrt(head_dim)")
-        _refuse_unless(not hf.scale_attn_by_inverse_layer_idx, "scale_attn_by_inverse_layer_idx",
-                       hf.scale_attn_by_inverse_layer_idx, "tinygpt does not scale attention by layer")
-        return GPTConfig(vocab_size=hf.vocab_size, context_length=hf.n_positions, d_model=hf.n_embd,
-                         n_layers=hf.n_layer, n_heads=hf.n_head, position="learned", norm="layernorm",
-                         norm_eps=hf.layer_norm_epsilon, mlp="gelu", mlp_hidden=hf.n_inner or 4 * hf.n_embd,
-                         bias=True, tie_embeddings=hf.tie_word_embeddings, dropout=0.0,
-                         init_std=hf.initializer_range)
+        _refuse_unless(
+            hf.activation_function == "gelu_new",
+            "activation_function",
+            hf.activation_function,
+            "tinygpt's GELU is the tanh approximation (gelu_new)",
+        )
+        _refuse_unless(
+            hf.scale_attn_weights,
+            "scale_attn_weights",
+            hf.scale_attn_weights,
+            "tinygpt scales attention by 1/sqrt(head_dim)",
+        )
+        _refuse_unless(
+            not hf.scale_attn_by_inverse_layer_idx,
+            "scale_attn_by_inverse_layer_idx",
+            hf.scale_attn_by_inverse_layer_idx,
+            "tinygpt does not scale attention by layer",
+        )
+        return GPTConfig(
+            vocab_size=hf.vocab_size,
+            context_length=hf.n_positions,
+            d_model=hf.n_embd,
+            n_layers=hf.n_layer,
+            n_heads=hf.n_head,
+            position="learned",
+            norm="layernorm",
+            norm_eps=hf.layer_norm_epsilon,
+            mlp="gelu",
+            mlp_hidden=hf.n_inner or 4 * hf.n_embd,
+            bias=True,
+            tie_embeddings=hf.tie_word_embeddings,
+            dropout=0.0,
+            init_std=hf.initializer_range,
+        )
     _refuse_unless(hf.hidden_act == "silu", "hidden_act", hf.hidden_act, "tinygpt's SwiGLU uses silu")
-    _refuse_unless(not getattr(hf, "mlp_bias", False), "mlp_bias", getattr(hf, "mlp_bias", None),
-                   "tinygpt's SwiGLU has no biases")
-    _refuse_unless(not getattr(hf, "use_sliding_window", False), "use_sliding_window",
-                   getattr(hf, "use_sliding_window", None), "tinygpt attends over the whole context")
+    _refuse_unless(
+        not getattr(hf, "mlp_bias", False), "mlp_bias", getattr(hf, "mlp_bias", None), "tinygpt's SwiGLU has no biases"
+    )
+    _refuse_unless(
+        not getattr(hf, "use_sliding_window", False),
+        "use_sliding_window",
+        getattr(hf, "use_sliding_window", None),
+        "tinygpt attends over the whole context",
+    )
     rope = getattr(hf, "rope_parameters", None) or {"rope_type": "default", "rope_theta": hf.rope_theta}
-    _refuse_unless(rope.get("rope_type", "default") == "default", "rope_parameters.rope_type", rope.get("rope_type"),
-                   "tinygpt has plain RoPE, without scaling")
+    _refuse_unless(
+        rope.get("rope_type", "default") == "default",
+        "rope_parameters.rope_type",
+        rope.get("rope_type"),
+        "tinygpt has plain RoPE, without scaling",
+    )
     head_dim = getattr(hf, "head_dim", None) or hf.hidden_size // hf.num_attention_heads
-    return GPTConfig(vocab_size=hf.vocab_size, context_length=hf.max_position_embeddings, d_model=hf.hidden_size,
-                     n_layers=hf.num_hidden_layers, n_heads=hf.num_attention_heads,
-                     n_kv_heads=hf.num_key_value_heads, head_dim=head_dim, position="rope",
-                     rope_base=float(rope["rope_theta"]), norm="rmsnorm", norm_eps=hf.rms_norm_eps, mlp="swiglu",
-                     mlp_hidden=hf.intermediate_size, qk_norm=model_type == "qwen3", bias=hf.attention_bias,
-                     tie_embeddings=hf.tie_word_embeddings, dropout=0.0, init_std=hf.initializer_range)
+    return GPTConfig(
+        vocab_size=hf.vocab_size,
+        context_length=hf.max_position_embeddings,
+        d_model=hf.hidden_size,
+        n_layers=hf.num_hidden_layers,
+        n_heads=hf.num_attention_heads,
+        n_kv_heads=hf.num_key_value_heads,
+        head_dim=head_dim,
+        position="rope",
+        rope_base=float(rope["rope_theta"]),
+        norm="rmsnorm",
+        norm_eps=hf.rms_norm_eps,
+        mlp="swiglu",
+        mlp_hidden=hf.intermediate_size,
+        qk_norm=model_type == "qwen3",
+        bias=hf.attention_bias,
+        tie_embeddings=hf.tie_word_embeddings,
+        dropout=0.0,
+        init_std=hf.initializer_range,
+    )
 
 
 # ---- weights ------------------------------------------------------------------------------------------------
+
 
 def rope_permutation(head_dim: int) -> torch.Tensor:
     """Interleaved pairs (2i, 2i+1) -> halves (i, i + head_dim/2): [0, 2, 4, ..., 1, 3, 5, ...]."""
@@ -197,22 +301,32 @@ def _permute_heads(t: torch.Tensor, n_heads: int, head_dim: int, order: torch.Te
 def _llama_names(config: GPTConfig) -> list[tuple[str, str, str]]:
     """(tinygpt name, transformers name, kind): kind 'q'/'k' rows are RoPE-permuted per head, 'qn'/'kn' gains
     permuted, '' copied as is."""
-    names = [("token_embedding.weight", "model.embed_tokens.weight", ""),
-             ("final_norm.weight", "model.norm.weight", "")]
+    names = [
+        ("token_embedding.weight", "model.embed_tokens.weight", ""),
+        ("final_norm.weight", "model.norm.weight", ""),
+    ]
     for i in range(config.n_layers):
         ours, theirs = f"blocks.{i}.", f"model.layers.{i}."
-        names += [(ours + "norm1.weight", theirs + "input_layernorm.weight", ""),
-                  (ours + "norm2.weight", theirs + "post_attention_layernorm.weight", ""),
-                  (ours + "mlp.gate.weight", theirs + "mlp.gate_proj.weight", ""),
-                  (ours + "mlp.up.weight", theirs + "mlp.up_proj.weight", ""),
-                  (ours + "mlp.down.weight", theirs + "mlp.down_proj.weight", "")]
-        for proj, hf_proj, kind in (("q_proj", "q_proj", "q"), ("k_proj", "k_proj", "k"), ("v_proj", "v_proj", ""),
-                                    ("out_proj", "o_proj", "")):
+        names += [
+            (ours + "norm1.weight", theirs + "input_layernorm.weight", ""),
+            (ours + "norm2.weight", theirs + "post_attention_layernorm.weight", ""),
+            (ours + "mlp.gate.weight", theirs + "mlp.gate_proj.weight", ""),
+            (ours + "mlp.up.weight", theirs + "mlp.up_proj.weight", ""),
+            (ours + "mlp.down.weight", theirs + "mlp.down_proj.weight", ""),
+        ]
+        for proj, hf_proj, kind in (
+            ("q_proj", "q_proj", "q"),
+            ("k_proj", "k_proj", "k"),
+            ("v_proj", "v_proj", ""),
+            ("out_proj", "o_proj", ""),
+        ):
             for param in ("weight", "bias") if config.bias else ("weight",):
                 names.append((f"{ours}attention.{proj}.{param}", f"{theirs}self_attn.{hf_proj}.{param}", kind))
         if config.qk_norm:
-            names += [(ours + "attention.q_norm.weight", theirs + "self_attn.q_norm.weight", "qn"),
-                      (ours + "attention.k_norm.weight", theirs + "self_attn.k_norm.weight", "kn")]
+            names += [
+                (ours + "attention.q_norm.weight", theirs + "self_attn.q_norm.weight", "qn"),
+                (ours + "attention.k_norm.weight", theirs + "self_attn.k_norm.weight", "kn"),
+            ]
     return names
 
 
@@ -237,8 +351,10 @@ def _llama_convert(state: dict, config: GPTConfig, to_hf: bool) -> dict:
 def _gpt2_convert(state: dict, config: GPTConfig, to_hf: bool) -> dict:
     d = config.d_model
     out = {}
+
     def zeros(n):
         return torch.zeros(n, dtype=state[next(iter(state))].dtype)
+
     if to_hf:
         bias = (lambda name, n: state[name]) if config.bias else (lambda name, n: zeros(n))
         out["transformer.wte.weight"] = state["token_embedding.weight"]
@@ -251,8 +367,11 @@ def _gpt2_convert(state: dict, config: GPTConfig, to_hf: bool) -> dict:
             qkv = [f"{ours}attention.{p}" for p in ("q_proj", "k_proj", "v_proj")]
             out[theirs + "attn.c_attn.weight"] = torch.cat([state[p + ".weight"] for p in qkv]).T
             out[theirs + "attn.c_attn.bias"] = torch.cat([bias(p + ".bias", d) for p in qkv])
-            for a, b, n in (("attention.out_proj", "attn.c_proj", d),
-                            ("mlp.fc", "mlp.c_fc", config.resolved_mlp_hidden), ("mlp.proj", "mlp.c_proj", d)):
+            for a, b, n in (
+                ("attention.out_proj", "attn.c_proj", d),
+                ("mlp.fc", "mlp.c_fc", config.resolved_mlp_hidden),
+                ("mlp.proj", "mlp.c_proj", d),
+            ):
                 out[f"{theirs}{b}.weight"] = state[f"{ours}{a}.weight"].T
                 out[f"{theirs}{b}.bias"] = bias(f"{ours}{a}.bias", n)
         out["transformer.ln_f.weight"] = state["final_norm.weight"]
@@ -269,8 +388,8 @@ def _gpt2_convert(state: dict, config: GPTConfig, to_hf: bool) -> dict:
             out[f"{ours}{a}.weight"], out[f"{ours}{a}.bias"] = state[f"{theirs}{b}.weight"], state[f"{theirs}{b}.bias"]
         w, b_ = state[theirs + "attn.c_attn.weight"].T, state[theirs + "attn.c_attn.bias"]
         for j, p in enumerate(("q_proj", "k_proj", "v_proj")):
-            out[f"{ours}attention.{p}.weight"] = w[j * d:(j + 1) * d]
-            out[f"{ours}attention.{p}.bias"] = b_[j * d:(j + 1) * d]
+            out[f"{ours}attention.{p}.weight"] = w[j * d : (j + 1) * d]
+            out[f"{ours}attention.{p}.bias"] = b_[j * d : (j + 1) * d]
         for a, b in (("attention.out_proj", "attn.c_proj"), ("mlp.fc", "mlp.c_fc"), ("mlp.proj", "mlp.c_proj")):
             out[f"{ours}{a}.weight"] = state[f"{theirs}{b}.weight"].T
             out[f"{ours}{a}.bias"] = state[f"{theirs}{b}.bias"]
@@ -281,7 +400,9 @@ def _gpt2_convert(state: dict, config: GPTConfig, to_hf: bool) -> dict:
 
 
 CONVERTERS: dict[str, Callable[[dict, GPTConfig, bool], dict]] = {
-    "llama": _llama_convert, "qwen3": _llama_convert, "gpt2": _gpt2_convert,
+    "llama": _llama_convert,
+    "qwen3": _llama_convert,
+    "gpt2": _gpt2_convert,
 }
 
 
@@ -297,8 +418,10 @@ def from_hf_state(state: dict, config: GPTConfig, family: Family) -> dict:
     """transformers state dict -> tinygpt's names and layouts."""
     missing = [name for name in _required_hf_names(config, family) if name not in state]
     if missing:
-        raise ExportError(f"cannot import: the weights lack {missing[0]} (and {len(missing) - 1} more) that "
-                          f"config.json's {family.hf_class} needs")
+        raise ExportError(
+            f"cannot import: the weights lack {missing[0]} (and {len(missing) - 1} more) that "
+            f"config.json's {family.hf_class} needs"
+        )
     return {k: v.detach().clone().contiguous() for k, v in CONVERTERS[family.name](state, config, False).items()}
 
 

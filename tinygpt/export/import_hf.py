@@ -40,16 +40,19 @@ def import_folder(hf_dir: str | Path, out: str | Path, run_config: dict, overwri
     family = FAMILIES[hf_config.model_type]
     tokenizer = read_tokenizer(hf_dir)
     if tokenizer.vocab_size > config.vocab_size:
-        raise ExportError(f"cannot import {hf_dir}: the tokenizer has {tokenizer.vocab_size} ids, config.json's "
-                          f"vocab_size is {config.vocab_size}")
+        raise ExportError(
+            f"cannot import {hf_dir}: the tokenizer has {tokenizer.vocab_size} ids, config.json's "
+            f"vocab_size is {config.vocab_size}"
+        )
     ckpt = checkpoints_dir(out) / IMPORTED_CHECKPOINT
     if (ckpt.exists() or record_path(out).exists()) and not overwrite:
         raise ExportError(f"out={out} already holds an imported model: choose a new folder, or overwrite=true")
 
     hf_model = AutoModelForCausalLM.from_pretrained(hf_dir, local_files_only=True, dtype=torch.float32)
     if type(hf_model).__name__ != family.hf_class:
-        raise ExportError(f"cannot import {hf_dir}: transformers built {type(hf_model).__name__}, "
-                          f"not {family.hf_class}")
+        raise ExportError(
+            f"cannot import {hf_dir}: transformers built {type(hf_model).__name__}, not {family.hf_class}"
+        )
     model = GPT(config)
     model.load_state_dict(from_hf_state(hf_model.state_dict(), config, family), strict=True)
     model.eval()
@@ -64,9 +67,15 @@ def import_folder(hf_dir: str | Path, out: str | Path, run_config: dict, overwri
     }
     with atomic_write(ckpt, "wb") as file:
         torch.save(checkpoint, file)
-    write_record(out, {
-        "config": {**run_config, "model": dict(vars(config))}, "parameters": model.num_parameters(),
-        "run_dir": str(out), "status": "imported", "curve": [],
-        "imported_from": checkpoint["imported_from"],
-    })
+    write_record(
+        out,
+        {
+            "config": {**run_config, "model": dict(vars(config))},
+            "parameters": model.num_parameters(),
+            "run_dir": str(out),
+            "status": "imported",
+            "curve": [],
+            "imported_from": checkpoint["imported_from"],
+        },
+    )
     return ckpt

@@ -40,8 +40,10 @@ def hf_tokenizer(tokenizer: Tokenizer, context_length: int):
     elif isinstance(tokenizer, CharTokenizer):
         unknown = CharTokenizer.UNKNOWN_TEXT
         if unknown in tokenizer.chars:
-            raise ExportError(f"cannot export the char tokenizer: its vocabulary holds {unknown!r}, which is also "
-                              "what its unknown id 0 decodes to, so no WordLevel vocabulary can give both ids")
+            raise ExportError(
+                f"cannot export the char tokenizer: its vocabulary holds {unknown!r}, which is also "
+                "what its unknown id 0 decodes to, so no WordLevel vocabulary can give both ids"
+            )
         vocab = {unknown: CharTokenizer.UNKNOWN_ID, **{c: i + 1 for i, c in enumerate(tokenizer.chars)}}
         hf = HFTokenizer(models.WordLevel(vocab, unk_token=unknown))
         hf.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
@@ -53,8 +55,9 @@ def hf_tokenizer(tokenizer: Tokenizer, context_length: int):
         hf.decoder = decoders.ByteLevel()
     else:
         raise ExportError(f"cannot export tokenizer kind {tokenizer.name!r}: known kinds are char, bytes, bpe, gpt2")
-    return PreTrainedTokenizerFast(tokenizer_object=hf, model_max_length=context_length,
-                                   clean_up_tokenization_spaces=False)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=hf, model_max_length=context_length, clean_up_tokenization_spaces=False
+    )
 
 
 def save_tokenizer(tokenizer: Tokenizer, context_length: int, folder: Path) -> None:
@@ -76,10 +79,14 @@ def read_tokenizer(folder: Path) -> Tokenizer:
         if spec.get("model", {}).get("type") == "BPE" and pre.get("type") == "ByteLevel":
             hf = HFTokenizer.from_str(json.dumps(spec))
             return ByteLevelBPETokenizer(hf, "gpt2" if hf.get_vocab_size() == 50257 else "bpe")
-        raise ExportError(f"cannot import {folder / 'tokenizer.json'}: tinygpt reads byte-level BPE tokenizers "
-                          f"(model BPE, pre_tokenizer ByteLevel), not model {spec.get('model', {}).get('type')!r} "
-                          f"with pre_tokenizer {pre.get('type')!r}")
+        raise ExportError(
+            f"cannot import {folder / 'tokenizer.json'}: tinygpt reads byte-level BPE tokenizers "
+            f"(model BPE, pre_tokenizer ByteLevel), not model {spec.get('model', {}).get('type')!r} "
+            f"with pre_tokenizer {pre.get('type')!r}"
+        )
     if (folder / "vocab.json").is_file() and (folder / "merges.txt").is_file():
         return load_gpt2(folder / "vocab.json", folder / "merges.txt")
-    raise ExportError(f"cannot import {folder}: no tokenizer found (need {TINYGPT_TOKENIZER}, a byte-level BPE "
-                      "tokenizer.json, or vocab.json + merges.txt)")
+    raise ExportError(
+        f"cannot import {folder}: no tokenizer found (need {TINYGPT_TOKENIZER}, a byte-level BPE "
+        "tokenizer.json, or vocab.json + merges.txt)"
+    )

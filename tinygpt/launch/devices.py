@@ -17,8 +17,8 @@ CUDA_ACCELERATORS = ("auto", "gpu", "cuda")
 
 @dataclass(frozen=True)
 class DevicePool:
-    kind: str                # "cuda", "cpu" or "simulated"
-    names: tuple[str, ...]   # lease names, unique on this machine (see cuda_device_names)
+    kind: str  # "cuda", "cpu" or "simulated"
+    names: tuple[str, ...]  # lease names, unique on this machine (see cuda_device_names)
 
     def __len__(self) -> int:
         return len(self.names)

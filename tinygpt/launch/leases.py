@@ -67,8 +67,14 @@ def try_acquire(lease_dir: str | Path, names: Sequence[str]) -> Lease | None:
     return None
 
 
-def acquire(lease_dir: str | Path, names: Sequence[str], *, poll_s: float = 1.0, timeout_s: float | None = None,
-            on_wait: Callable[[], None] | None = None) -> Lease:
+def acquire(
+    lease_dir: str | Path,
+    names: Sequence[str],
+    *,
+    poll_s: float = 1.0,
+    timeout_s: float | None = None,
+    on_wait: Callable[[], None] | None = None,
+) -> Lease:
     """A device lease, waiting while all are held (another sweep on this machine, or more parallel jobs than
     devices). ``on_wait`` is called once, when waiting starts. Raises TimeoutError after ``timeout_s``."""
     if not names:

@@ -44,8 +44,9 @@ def die_with_parent(grace_s: float = 60.0, poll_s: float = 0.5) -> bool:
         return False
     if _watchdog is None or not _watchdog.is_alive():
         _parent = os.getppid()
-        _watchdog = threading.Thread(target=_watch, args=(_parent, grace_s, poll_s), name="tinygpt-parent-watchdog",
-                                     daemon=True)
+        _watchdog = threading.Thread(
+            target=_watch, args=(_parent, grace_s, poll_s), name="tinygpt-parent-watchdog", daemon=True
+        )
         _watchdog.start()
     return True
 
@@ -60,8 +61,11 @@ def exit_if_orphaned() -> None:
 def _watch(parent: int, grace_s: float, poll_s: float) -> None:
     while os.getppid() == parent:
         time.sleep(poll_s)
-    print(f"[tinygpt] the sweep's launcher (pid {parent}) is gone; stopping this worker (pid {os.getpid()})",
-          file=sys.stderr, flush=True)
+    print(
+        f"[tinygpt] the sweep's launcher (pid {parent}) is gone; stopping this worker (pid {os.getpid()})",
+        file=sys.stderr,
+        flush=True,
+    )
     os.kill(os.getpid(), signal.SIGTERM)
     time.sleep(grace_s)
     os._exit(1)

@@ -38,13 +38,13 @@ from tinygpt.launch.leases import Lease, acquire
 from tinygpt.launch.multidevice import refuse_multi_device_jobs_in_sweep
 from tinygpt.launch.orphans import die_with_parent, exit_if_orphaned
 
-PLACEMENT_LAUNCHER = "placement"   # the option of hydra/launcher that turns placement on
+PLACEMENT_LAUNCHER = "placement"  # the option of hydra/launcher that turns placement on
 
 
 @dataclass
 class Placement:
     lease: Lease
-    kind: str            # "cuda", "cpu" or "simulated"
+    kind: str  # "cuda", "cpu" or "simulated"
     threads: int
     threads_before: int
     record_path: Path
@@ -69,10 +69,12 @@ def parallel_jobs_of(n_jobs: int) -> int:
 
 def placement_applies(hydra: DictConfig, trainer: DictConfig) -> bool:
     """hydra: the job's ``hydra`` node; trainer: its ``trainer`` node."""
-    return (hydra.mode == RunMode.MULTIRUN
-            and hydra.runtime.choices.get("hydra/launcher") == PLACEMENT_LAUNCHER
-            and not is_device_list(trainer.devices)
-            and requested_devices(trainer.devices) == 1)
+    return (
+        hydra.mode == RunMode.MULTIRUN
+        and hydra.runtime.choices.get("hydra/launcher") == PLACEMENT_LAUNCHER
+        and not is_device_list(trainer.devices)
+        and requested_devices(trainer.devices) == 1
+    )
 
 
 class DevicePlacement(Callback):
@@ -98,21 +100,38 @@ def place(config: DictConfig) -> Placement:
     pool = device_pool(config.trainer.accelerator, sweep.cpu_jobs, sweep.simulate_devices)
     lease_dir = Path(sweep.lease_dir) if sweep.lease_dir else default_lease_dir()
     output_dir = Path(config.hydra.runtime.output_dir)
-    lease = acquire(lease_dir, pool.names, on_wait=lambda: print(
-        f"[tinygpt] placement: all {len(pool)} {pool.kind} devices are leased ({lease_dir}); waiting for one",
-        flush=True))
+    lease = acquire(
+        lease_dir,
+        pool.names,
+        on_wait=lambda: print(
+            f"[tinygpt] placement: all {len(pool)} {pool.kind} devices are leased ({lease_dir}); waiting for one",
+            flush=True,
+        ),
+    )
     parallel = parallel_jobs_of(int(config.hydra.launcher.n_jobs))
     # the jobs running side by side share the cores: without this each would start a thread per core
     threads = max(1, cpu_cores() // parallel)
     threads_before = torch.get_num_threads()
     torch.set_num_threads(threads)
-    record = {"device": lease.name, "index": lease.index, "kind": pool.kind, "pool": list(pool.names),
-              "parallel_jobs": parallel, "torch_threads": threads, "pid": os.getpid(),
-              "lease": str(lease.path), "acquired_at": lease.acquired_at, "released_at": None}
+    record = {
+        "device": lease.name,
+        "index": lease.index,
+        "kind": pool.kind,
+        "pool": list(pool.names),
+        "parallel_jobs": parallel,
+        "torch_threads": threads,
+        "pid": os.getpid(),
+        "lease": str(lease.path),
+        "acquired_at": lease.acquired_at,
+        "released_at": None,
+    }
     _current = Placement(lease, pool.kind, threads, threads_before, placement_path(output_dir), record)
     _write(_current)
-    print(f"[tinygpt] placement: {lease.name} ({pool.kind} device {lease.index + 1} of {len(pool)}), "
-          f"{threads} torch thread(s), {parallel} job(s) at a time", flush=True)
+    print(
+        f"[tinygpt] placement: {lease.name} ({pool.kind} device {lease.index + 1} of {len(pool)}), "
+        f"{threads} torch thread(s), {parallel} job(s) at a time",
+        flush=True,
+    )
     return _current
 
 
@@ -144,8 +163,10 @@ def apply_placement(cfg: DictConfig) -> DictConfig:
     hydra = HydraConfig.get()
     refuse_multi_device_jobs_in_sweep(hydra.mode, cfg.trainer)
     if placement_applies(hydra, cfg.trainer) and _current is None:
-        raise RuntimeError("automatic placement found no device lease for this job (see the DevicePlacement "
-                           "warning above); run with hydra/launcher=basic to train without placement")
+        raise RuntimeError(
+            "automatic placement found no device lease for this job (see the DevicePlacement "
+            "warning above); run with hydra/launcher=basic to train without placement"
+        )
     if _current is None or _current.kind != "cuda":
         return cfg
     pinned = copy.deepcopy(cfg)

@@ -29,8 +29,11 @@ def job_dir_name(override_dirname: str) -> str:
     return name
 
 
-RESOLVERS = {"tinygpt.job_dir": job_dir_name, "tinygpt.parallel_jobs": parallel_jobs,
-             "tinygpt.device_count": device_count}
+RESOLVERS = {
+    "tinygpt.job_dir": job_dir_name,
+    "tinygpt.parallel_jobs": parallel_jobs,
+    "tinygpt.device_count": device_count,
+}
 
 
 def register_resolvers() -> None:

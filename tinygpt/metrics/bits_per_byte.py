@@ -30,12 +30,8 @@ class BitsPerByte(Metric):
         self.add_state("bytes", torch.zeros((), dtype=torch.float64), dist_reduce_fx="sum")
         self.add_state("chars", torch.zeros((), dtype=torch.float64), dist_reduce_fx="sum")
         if n_documents > 0:
-            self.add_state(
-                "document_bits", torch.zeros(n_documents, dtype=torch.float64), dist_reduce_fx="sum"
-            )
-            self.add_state(
-                "document_bytes", torch.zeros(n_documents, dtype=torch.float64), dist_reduce_fx="sum"
-            )
+            self.add_state("document_bits", torch.zeros(n_documents, dtype=torch.float64), dist_reduce_fx="sum")
+            self.add_state("document_bytes", torch.zeros(n_documents, dtype=torch.float64), dist_reduce_fx="sum")
 
     def update(
         self,

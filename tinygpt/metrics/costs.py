@@ -20,8 +20,9 @@ from tinygpt.metrics.units import LN2
 
 
 @torch.no_grad()
-def window_bits(model, encoded: EncodedText, context_length: int, device: str = "cpu",
-                batch_size: int = 32) -> np.ndarray:
+def window_bits(
+    model, encoded: EncodedText, context_length: int, device: str = "cpu", batch_size: int = 32
+) -> np.ndarray:
     """Bits of every token of `encoded` under the GPT's scoring windows; token 0 is not scored (0)."""
     dataset = SlidingWindowDataset(encoded.ids, encoded.token_bytes, encoded.token_chars, context_length)
     bits = np.zeros(len(encoded), dtype=np.float64)
@@ -34,7 +35,7 @@ def window_bits(model, encoded: EncodedText, context_length: int, device: str = 
             nats = nats.view(len(index), -1).cpu().double().numpy()
             for row, w in enumerate(index):
                 start, offset = int(dataset.starts[w]), int(dataset.score_from[w])
-                bits[start + 1 + offset:start + 1 + context_length] = nats[row, offset:] / LN2
+                bits[start + 1 + offset : start + 1 + context_length] = nats[row, offset:] / LN2
     return bits
 
 
@@ -50,7 +51,7 @@ def carried_state_bits(model, ids: torch.Tensor, chunk: int = 128, device: str =
     bits = np.zeros(len(ids), dtype=np.float64)
     with eval_mode(model):
         for s in range(0, len(ids) - 1, chunk):
-            x, y = ids[s:s + chunk], ids[s + 1:s + chunk + 1]
-            logits = logits_of(model(x[None, :len(y)], cache))[0].float()
-            bits[s + 1:s + 1 + len(y)] = (F.cross_entropy(logits, y, reduction="none") / LN2).cpu().double().numpy()
+            x, y = ids[s : s + chunk], ids[s + 1 : s + chunk + 1]
+            logits = logits_of(model(x[None, : len(y)], cache))[0].float()
+            bits[s + 1 : s + 1 + len(y)] = (F.cross_entropy(logits, y, reduction="none") / LN2).cpu().double().numpy()
     return bits

@@ -48,8 +48,13 @@ class CausalSelfAttention(nn.Module):
         self.q_norm = RMSNorm(self.head_dim, config.norm_eps) if config.qk_norm else None
         self.k_norm = RMSNorm(self.head_dim, config.norm_eps) if config.qk_norm else None
 
-    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None = None,
-                cache: KVCache | None = None, attn_bias: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        rope: tuple[torch.Tensor, torch.Tensor] | None = None,
+        cache: KVCache | None = None,
+        attn_bias: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """x: (B, T, d). rope: cos and sin rows for x's positions, or None. cache: past keys and values.
         attn_bias: (n_heads, T, keys) added to the scores before the causal mask (ALiBi), or None."""
         B, T, _ = x.shape
@@ -74,12 +79,20 @@ class CausalSelfAttention(nn.Module):
             # The cache keeps the un-repeated heads; attention runs over its full, fixed-size buffers
             # with the cache's mask hiding the future and the unwritten slots.
             k, v = cache.store(self.layer_index, k, v)
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=cache.mask, dropout_p=dropout_p,
-                                               enable_gqa=self.n_kv_heads != self.n_heads)
+            y = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=cache.mask, dropout_p=dropout_p, enable_gqa=self.n_kv_heads != self.n_heads
+            )
         return self.out_proj(y.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim))
 
-    def _biased_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor,
-                          cache: KVCache | None, dropout_p: float) -> torch.Tensor:
+    def _biased_attention(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        bias: torch.Tensor,
+        cache: KVCache | None,
+        dropout_p: float,
+    ) -> torch.Tensor:
         """SDPA with a float mask: the bias where a query may look, -inf elsewhere (future or unwritten slots)."""
         if cache is None:
             T = q.shape[-2]

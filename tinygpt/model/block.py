@@ -22,9 +22,13 @@ class Block(nn.Module):
         self.mlp = make_mlp(config)
         self.drop = nn.Dropout(config.dropout)  # on each sublayer's output, before it reaches the stream
 
-    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None = None,
-                cache: KVCache | None = None, attn_bias: torch.Tensor | None = None,
-                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(
+        self,
+        x: torch.Tensor,
+        rope: tuple[torch.Tensor, torch.Tensor] | None = None,
+        cache: KVCache | None = None,
+        attn_bias: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The new stream, and the MLP's auxiliary loss (None unless it has one: a mixture of experts).
 
         rope and attn_bias come from the position encoding (tinygpt/model/position.py), each None if unused."""

@@ -43,8 +43,12 @@ class GPTConfig:
     def __post_init__(self) -> None:
         for name in ("context_length", "d_model", "n_layers", "n_heads", "n_experts", "top_k"):
             _require(getattr(self, name) > 0, name, getattr(self, name), "a positive integer")
-        _require(self.vocab_size >= 0, "vocab_size", self.vocab_size,
-                 "a positive integer (or 0 until the tokenizer fills it in)")
+        _require(
+            self.vocab_size >= 0,
+            "vocab_size",
+            self.vocab_size,
+            "a positive integer (or 0 until the tokenizer fills it in)",
+        )
         for name in ("n_kv_heads", "head_dim", "mlp_hidden"):
             value = getattr(self, name)
             _require(value is None or value > 0, name, value, "null or a positive integer")
@@ -52,18 +56,27 @@ class GPTConfig:
             value = getattr(self, name)
             _require(value in allowed, name, value, "one of " + ", ".join(allowed))
         if self.head_dim is None:
-            _require(self.d_model % self.n_heads == 0, "n_heads", self.n_heads,
-                     f"a divisor of d_model={self.d_model} when head_dim is unset (or set head_dim)")
+            _require(
+                self.d_model % self.n_heads == 0,
+                "n_heads",
+                self.n_heads,
+                f"a divisor of d_model={self.d_model} when head_dim is unset (or set head_dim)",
+            )
         if self.n_kv_heads is not None:
-            _require(self.n_heads % self.n_kv_heads == 0, "n_kv_heads", self.n_kv_heads,
-                     f"a divisor of n_heads={self.n_heads} (each group of query heads shares one KV head)")
+            _require(
+                self.n_heads % self.n_kv_heads == 0,
+                "n_kv_heads",
+                self.n_kv_heads,
+                f"a divisor of n_heads={self.n_heads} (each group of query heads shares one KV head)",
+            )
         POSITIONS[self.position].check(self)  # what the encoding needs (RoPE: an even head_dim)
         _require(self.top_k <= self.n_experts, "top_k", self.top_k, f"at most n_experts={self.n_experts}")
         _require(0.0 <= self.dropout < 1.0, "dropout", self.dropout, "a probability in [0, 1)")
         for name in ("rope_base", "norm_eps", "init_std"):
             _require(getattr(self, name) > 0, name, getattr(self, name), "a positive number")
-        _require(self.moe_aux_loss_weight >= 0, "moe_aux_loss_weight", self.moe_aux_loss_weight,
-                 "a non-negative number")
+        _require(
+            self.moe_aux_loss_weight >= 0, "moe_aux_loss_weight", self.moe_aux_loss_weight, "a non-negative number"
+        )
 
     @property
     def resolved_head_dim(self) -> int:

@@ -34,8 +34,9 @@ def auto_chunk(vocab_size: int) -> int:
 
 class _LinearCrossEntropy(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, targets: torch.Tensor,
-                chunk: int):
+    def forward(
+        ctx, hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, targets: torch.Tensor, chunk: int
+    ):
         n = hidden.shape[0]
         need_h, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
         grad_h = torch.empty_like(hidden) if need_h else None
@@ -45,8 +46,8 @@ class _LinearCrossEntropy(torch.autograd.Function):
         total = torch.zeros((), dtype=torch.float32, device=hidden.device)
         with torch.autocast(hidden.device.type, enabled=False):  # dtypes are chosen by the caller
             for start in range(0, n, chunk):
-                h = hidden[start:start + chunk]
-                t = targets[start:start + chunk]
+                h = hidden[start : start + chunk]
+                t = targets[start : start + chunk]
                 logits = (h @ weight.T if bias is None else torch.addmm(bias, h, weight.T)).float()
                 lse = torch.logsumexp(logits, dim=-1)
                 total += (lse - logits.gather(1, t[:, None]).squeeze(1)).sum()
@@ -58,7 +59,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
                         grad_b.add_(probs.sum(0))
                     g = probs.to(hidden.dtype)
                     if need_h:
-                        torch.mm(g, weight, out=grad_h[start:start + chunk])
+                        torch.mm(g, weight, out=grad_h[start : start + chunk])
                     if need_w:
                         grad_w.add_(g.T @ h)
         ctx.save_for_backward(grad_h, grad_w, grad_b)
@@ -75,8 +76,13 @@ class _LinearCrossEntropy(torch.autograd.Function):
         return dh, dw, db, None, None
 
 
-def linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
-                         chunk: int | None = None, bias: torch.Tensor | None = None) -> torch.Tensor:
+def linear_cross_entropy(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    targets: torch.Tensor,
+    chunk: int | None = None,
+    bias: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Mean cross-entropy (nats) of `F.linear(hidden, weight, bias)` against `targets`, chunked over tokens.
 
     hidden: (..., d); weight: (V, d), the head (or the tied embedding table); targets: (...) ids in [0, V);

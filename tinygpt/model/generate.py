@@ -8,9 +8,18 @@ from tinygpt.model.gpt import GPT
 from tinygpt.model.kv_cache import KVCache
 
 
-def generate(model: GPT, prompt: torch.Tensor, max_new_tokens: int, *, temperature: float = 1.0,
-             top_k: int | None = None, top_p: float | None = None, greedy: bool = False,
-             generator: torch.Generator | None = None, use_cache: bool = True) -> torch.Tensor:
+def generate(
+    model: GPT,
+    prompt: torch.Tensor,
+    max_new_tokens: int,
+    *,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    greedy: bool = False,
+    generator: torch.Generator | None = None,
+    use_cache: bool = True,
+) -> torch.Tensor:
     """Continue each row of `prompt` (B, T0) by max_new_tokens tokens; returns (B, T0 + max_new_tokens).
 
     With use_cache, the prompt is run once (prefill) and then one token per step against a KV cache;
@@ -24,8 +33,7 @@ def generate(model: GPT, prompt: torch.Tensor, max_new_tokens: int, *, temperatu
     model.eval()
     try:
         with torch.no_grad():
-            return _generate(model, prompt, max_new_tokens, temperature, top_k, top_p, greedy, generator,
-                             use_cache)
+            return _generate(model, prompt, max_new_tokens, temperature, top_k, top_p, greedy, generator, use_cache)
     finally:
         model.train(was_training)
 
@@ -41,20 +49,27 @@ def _generate(model, prompt, max_new_tokens, temperature, top_k, top_p, greedy, 
     cache = (new_cache(B) if new_cache else KVCache.for_model(model, B)) if use_cache else None
     logits = model(prompt, cache).logits[:, -1]  # the whole prompt once (prefill)
     for t in range(T0, T0 + max_new_tokens):
-        out[:, t] = sample_next(logits, temperature=temperature, top_k=top_k, top_p=top_p, greedy=greedy,
-                                generator=generator)
+        out[:, t] = sample_next(
+            logits, temperature=temperature, top_k=top_k, top_p=top_p, greedy=greedy, generator=generator
+        )
         if t + 1 == T0 + max_new_tokens:
             break  # the last token is never fed back, so it needs no context slot
         if cache is not None:
-            logits = model(out[:, t:t + 1], cache).logits[:, -1]  # then one token at a time
+            logits = model(out[:, t : t + 1], cache).logits[:, -1]  # then one token at a time
         else:
-            logits = model(out[:, :t + 1]).logits[:, -1]
+            logits = model(out[:, : t + 1]).logits[:, -1]
     return out
 
 
-def sample_next(logits: torch.Tensor, *, temperature: float = 1.0, top_k: int | None = None,
-                top_p: float | None = None, greedy: bool = False,
-                generator: torch.Generator | None = None) -> torch.Tensor:
+def sample_next(
+    logits: torch.Tensor,
+    *,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    greedy: bool = False,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
     """Pick one token per row from next-token logits (B, V): the argmax, or a sample after the filters."""
     if greedy:
         return logits.argmax(dim=-1)
@@ -76,8 +91,9 @@ def sample_next(logits: torch.Tensor, *, temperature: float = 1.0, top_k: int | 
 
 def _check_arguments(model, prompt, max_new_tokens, temperature, top_k, top_p) -> None:
     if prompt.dim() != 2 or prompt.shape[1] == 0:
-        raise ValueError(f"prompt must be a (batch, tokens) tensor with at least one token, got shape "
-                         f"{tuple(prompt.shape)}")
+        raise ValueError(
+            f"prompt must be a (batch, tokens) tensor with at least one token, got shape {tuple(prompt.shape)}"
+        )
     if prompt.dtype != torch.long:
         raise ValueError(f"prompt must hold token ids (torch.long), got {prompt.dtype}")
     if max_new_tokens < 0:
@@ -87,7 +103,8 @@ def _check_arguments(model, prompt, max_new_tokens, temperature, top_k, top_p) -
     if total > limit:
         raise ValueError(
             f"prompt of {prompt.shape[1]} tokens + {max_new_tokens} new tokens = {total}, more than the "
-            f"model's context_length={limit}; generate at most {max(limit - prompt.shape[1], 0)} new tokens")
+            f"model's context_length={limit}; generate at most {max(limit - prompt.shape[1], 0)} new tokens"
+        )
     if temperature <= 0:
         raise ValueError(f"temperature={temperature} must be > 0 (use greedy=True for the argmax)")
     if top_k is not None and top_k < 1:

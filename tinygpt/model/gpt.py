@@ -26,7 +26,8 @@ class GPT(nn.Module):
         if config.vocab_size <= 0:
             raise ValueError(
                 f"GPTConfig.vocab_size={config.vocab_size} is not allowed when building a model: must be the "
-                "tokenizer's vocabulary size (a positive integer), e.g. model.vocab_size=148")
+                "tokenizer's vocabulary size (a positive integer), e.g. model.vocab_size=148"
+            )
         self.config = config
         self.token_embedding = nn.Embedding(config.vocab_size, config.d_model)
         # the encoding model.position names (tinygpt/model/position.py); only the learned table has parameters,

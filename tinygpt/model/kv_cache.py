@@ -19,8 +19,14 @@ class KVCache:
     each layer calls `store(layer, k, v)`, and the model calls `advance(n)` once all layers are done.
     """
 
-    def __init__(self, config: GPTConfig, batch_size: int, *, device: torch.device | str | None = None,
-                 dtype: torch.dtype = torch.float32):
+    def __init__(
+        self,
+        config: GPTConfig,
+        batch_size: int,
+        *,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype = torch.float32,
+    ):
         shape = (batch_size, config.resolved_kv_heads, config.context_length, config.resolved_head_dim)
         self.batch_size = batch_size
         self.context_length = config.context_length
@@ -51,8 +57,10 @@ class KVCache:
             raise ValueError(f"KVCache was allocated for batch size {self.batch_size}, got {batch_size}")
         if self.position + n_new > self.context_length:
             total = self.position + n_new
-            raise ValueError(f"KV cache is full: {self.position} positions stored + {n_new} new = {total}, "
-                             f"more than context_length={self.context_length}")
+            raise ValueError(
+                f"KV cache is full: {self.position} positions stored + {n_new} new = {total}, "
+                f"more than context_length={self.context_length}"
+            )
         # Query i sits at position `position + i` and may see every stored key at or before it. Attention runs
         # over the whole preallocated buffer (a static shape); unwritten slots are masked out.
         query_positions = self.position + torch.arange(n_new, device=self.key_positions.device)
@@ -61,17 +69,22 @@ class KVCache:
     def store(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Write new keys and values (batch, n_kv_heads, n_new, head_dim) in place; return full buffers."""
         end = self.position + k.shape[2]
-        self.keys[layer][:, :, self.position:end] = k
-        self.values[layer][:, :, self.position:end] = v
+        self.keys[layer][:, :, self.position : end] = k
+        self.values[layer][:, :, self.position : end] = v
         return self.keys[layer], self.values[layer]
 
     def advance(self, n_new: int) -> None:
         self.position += n_new
 
 
-def kv_cache_bytes_per_token(config: GPTConfig | None = None, *, n_layers: int | None = None,
-                             n_kv_heads: int | None = None, head_dim: int | None = None,
-                             bytes_per_number: int = 4) -> int:
+def kv_cache_bytes_per_token(
+    config: GPTConfig | None = None,
+    *,
+    n_layers: int | None = None,
+    n_kv_heads: int | None = None,
+    head_dim: int | None = None,
+    bytes_per_number: int = 4,
+) -> int:
     """2 x layers x KV heads x head dim x bytes per number: one key and one value per KV head per layer (000).
 
     Pass a GPTConfig, explicit sizes, or both (explicit sizes win), e.g. Llama 3 8B in bf16:
@@ -81,8 +94,11 @@ def kv_cache_bytes_per_token(config: GPTConfig | None = None, *, n_layers: int |
         n_layers = config.n_layers if n_layers is None else n_layers
         n_kv_heads = config.resolved_kv_heads if n_kv_heads is None else n_kv_heads
         head_dim = config.resolved_head_dim if head_dim is None else head_dim
-    missing = [name for name, value in (("n_layers", n_layers), ("n_kv_heads", n_kv_heads),
-                                        ("head_dim", head_dim)) if value is None]
+    missing = [
+        name
+        for name, value in (("n_layers", n_layers), ("n_kv_heads", n_kv_heads), ("head_dim", head_dim))
+        if value is None
+    ]
     if missing:
         raise ValueError(f"kv_cache_bytes_per_token needs a config or explicit {', '.join(missing)}")
     return 2 * n_layers * n_kv_heads * head_dim * bytes_per_number

@@ -39,11 +39,14 @@ class LSTMConfig:
             raise ValueError(f"LSTMConfig.family={self.family!r} is not allowed: must be 'lstm'")
         for name in ("context_length", "d_embed", "d_model", "n_layers"):
             if getattr(self, name) <= 0:
-                raise ValueError(f"LSTMConfig.{name}={getattr(self, name)!r} is not allowed: must be a positive "
-                                 "integer")
+                raise ValueError(
+                    f"LSTMConfig.{name}={getattr(self, name)!r} is not allowed: must be a positive integer"
+                )
         if self.vocab_size < 0:
-            raise ValueError(f"LSTMConfig.vocab_size={self.vocab_size!r} is not allowed: must be a positive "
-                             "integer (or 0 until the tokenizer fills it in)")
+            raise ValueError(
+                f"LSTMConfig.vocab_size={self.vocab_size!r} is not allowed: must be a positive "
+                "integer (or 0 until the tokenizer fills it in)"
+            )
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"LSTMConfig.dropout={self.dropout!r} is not allowed: must be a probability in [0, 1)")
 
@@ -70,12 +73,19 @@ class CharLSTM(nn.Module):
     def __init__(self, config: LSTMConfig):
         super().__init__()
         if config.vocab_size <= 0:
-            raise ValueError(f"LSTMConfig.vocab_size={config.vocab_size} is not allowed when building a model: "
-                             "must be the tokenizer's vocabulary size (a positive integer)")
+            raise ValueError(
+                f"LSTMConfig.vocab_size={config.vocab_size} is not allowed when building a model: "
+                "must be the tokenizer's vocabulary size (a positive integer)"
+            )
         self.config = config
         self.embedding = nn.Embedding(config.vocab_size, config.d_embed)
-        self.lstm = nn.LSTM(config.d_embed, config.d_model, num_layers=config.n_layers, batch_first=True,
-                            dropout=config.dropout if config.n_layers > 1 else 0.0)
+        self.lstm = nn.LSTM(
+            config.d_embed,
+            config.d_model,
+            num_layers=config.n_layers,
+            batch_first=True,
+            dropout=config.dropout if config.n_layers > 1 else 0.0,
+        )
         self.drop = nn.Dropout(config.dropout)
         self.head = nn.Linear(config.d_model, config.vocab_size)
 

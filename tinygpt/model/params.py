@@ -55,4 +55,4 @@ def _group_of(module_name: str, module: nn.Module) -> str:
 
 def formula_count(config: GPTConfig) -> int:
     """003's estimate, 12·L·D² + V·D: 4D² of attention and 8D² of MLP per block plus one V×D table."""
-    return 12 * config.n_layers * config.d_model ** 2 + config.vocab_size * config.d_model
+    return 12 * config.n_layers * config.d_model**2 + config.vocab_size * config.d_model

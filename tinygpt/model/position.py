@@ -48,7 +48,8 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     # view_as_complex needs each pair adjacent and aligned: always so for attention's q and k (even head_dim);
     # other callers' odd slices are copied. Not asked under torch.compile, which traces views without offsets.
     if not torch.compiler.is_compiling() and (
-            pairs.stride(-1) != 1 or pairs.storage_offset() % 2 or any(s % 2 for s in pairs.stride()[:-1])):
+        pairs.stride(-1) != 1 or pairs.storage_offset() % 2 or any(s % 2 for s in pairs.stride()[:-1])
+    ):
         pairs = pairs.contiguous()
     rotated = torch.view_as_complex(pairs) * torch.complex(cos, sin).to(dtype=torch.complex64)
     return torch.view_as_real(rotated).flatten(-2).type_as(x)
@@ -96,11 +97,13 @@ class RotaryPositions(Positions):
     @staticmethod
     def check(config: GPTConfig) -> None:
         if config.resolved_head_dim % 2:
-            raise ValueError(f"GPTConfig.head_dim={config.resolved_head_dim!r} is not allowed: must be an even "
-                             "number with position=rope (RoPE rotates pairs of dimensions)")
+            raise ValueError(
+                f"GPTConfig.head_dim={config.resolved_head_dim!r} is not allowed: must be an even "
+                "number with position=rope (RoPE rotates pairs of dimensions)"
+            )
 
     def rotary(self, start: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.cos[start:start + n], self.sin[start:start + n]
+        return self.cos[start : start + n], self.sin[start : start + n]
 
 
 class LearnedPositions(Positions):
@@ -131,11 +134,13 @@ class SinusoidalPositions(Positions):
     @staticmethod
     def check(config: GPTConfig) -> None:
         if config.d_model % 2:
-            raise ValueError(f"GPTConfig.d_model={config.d_model!r} is not allowed: must be an even number with "
-                             "position=sinusoidal (sine and cosine pairs)")
+            raise ValueError(
+                f"GPTConfig.d_model={config.d_model!r} is not allowed: must be an even number with "
+                "position=sinusoidal (sine and cosine pairs)"
+            )
 
     def embeddings(self, start: int, n: int, device: torch.device) -> torch.Tensor:
-        return self.table[start:start + n]
+        return self.table[start : start + n]
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:
@@ -145,11 +150,12 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
     Otherwise, as in the paper's reference code, the slopes of the next lower power of two m, followed by
     every other slope of 2m (the odd-numbered ones), up to n in all.
     """
+
     def powers_of_two(n: int) -> list[float]:
         return [2.0 ** (-8.0 * i / n) for i in range(1, n + 1)]
 
     m = 2 ** math.floor(math.log2(n_heads))
-    slopes = powers_of_two(m) + powers_of_two(2 * m)[0::2][:n_heads - m]
+    slopes = powers_of_two(m) + powers_of_two(2 * m)[0::2][: n_heads - m]
     return torch.tensor(slopes, dtype=torch.float32)
 
 

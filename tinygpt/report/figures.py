@@ -9,8 +9,14 @@ from tinygpt.report.jobs import FINISHED, Job
 from tinygpt.report.tables import Metric, curve, variant_labels, variants
 
 
-def plot_curves(jobs: Sequence[Job], metric: Metric, path: Path, title: str,
-                points_of: Callable[[Job, Metric], dict[int, float]] = curve, ymax: float | None = None) -> Path:
+def plot_curves(
+    jobs: Sequence[Job],
+    metric: Metric,
+    path: Path,
+    title: str,
+    points_of: Callable[[Job, Metric], dict[int, float]] = curve,
+    ymax: float | None = None,
+) -> Path:
     """points_of(job, metric) gives a run's {step: value}: by default its validation curve from run.json.
     ymax: cut the axis off there (000's figure cuts at 7.7 so the early plateau does not flatten the rest)."""
     import matplotlib
@@ -31,9 +37,16 @@ def plot_curves(jobs: Sequence[Job], metric: Metric, path: Path, title: str,
                 continue
             steps, values = [s for s, _ in points], [v for _, v in points]
             # unfinished and failed runs dashed, so a short line is not read as a finished one
-            axes.plot(steps, values, color=colours(i % colours.N), marker=".", linewidth=1.2, alpha=0.85,
-                      linestyle="-" if job.status == FINISHED else "--",
-                      label=None if labelled else labels[key])
+            axes.plot(
+                steps,
+                values,
+                color=colours(i % colours.N),
+                marker=".",
+                linewidth=1.2,
+                alpha=0.85,
+                linestyle="-" if job.status == FINISHED else "--",
+                label=None if labelled else labels[key],
+            )
             labelled = True
     axes.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
     axes.set_xlabel("training step")

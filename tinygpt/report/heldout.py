@@ -53,14 +53,18 @@ def scorings_table(jobs: Sequence[Job], digits: int = 3) -> str:
     reason, and the tool that made it."""
     rows = [(row, job) for job in jobs for row in scorings(job)]
     rows.sort(key=lambda pair: str(pair[0].get("time", "")))
-    lines = ["| Time | Run | Seed | Step | Checkpoint | Held-out bits per byte | Forced | Reason | By |",
-             "| --- | --- | ---: | ---: | --- | ---: | --- | --- | --- |"]
+    lines = [
+        "| Time | Run | Seed | Step | Checkpoint | Held-out bits per byte | Forced | Reason | By |",
+        "| --- | --- | ---: | ---: | --- | ---: | --- | --- | --- |",
+    ]
     for row, job in rows:
         forced = row.get("forced")
-        lines.append(f"| {row.get('time', '—')} | {job.name} | {seed_label(job)} | {int(row['step']):,} | "
-                     f"{Path(str(row.get('checkpoint', '—'))).name} | {float(row[BITS_PER_BYTE]):.{digits}f} | "
-                     f"{'—' if forced is None else ('yes' if forced else 'no')} | {row.get('reason') or '—'} | "
-                     f"{row.get('source') or 'evaluate'} |")
+        lines.append(
+            f"| {row.get('time', '—')} | {job.name} | {seed_label(job)} | {int(row['step']):,} | "
+            f"{Path(str(row.get('checkpoint', '—'))).name} | {float(row[BITS_PER_BYTE]):.{digits}f} | "
+            f"{'—' if forced is None else ('yes' if forced else 'no')} | {row.get('reason') or '—'} | "
+            f"{row.get('source') or 'evaluate'} |"
+        )
     return "\n".join(lines)
 
 
@@ -69,8 +73,10 @@ def held_out_table(jobs: Sequence[Job], digits: int = 3) -> str:
     labels = variant_labels(list(groups))
     curves = {id(job): held_out_curve(job) for job in jobs}
     steps = sorted({step for points in curves.values() for step in points})
-    lines = [f"| Variant | Seed | {' | '.join(f'step {s:,}' for s in steps)} | best (step) |",
-             "| --- | ---: |" + " ---: |" * (len(steps) + 1)]
+    lines = [
+        f"| Variant | Seed | {' | '.join(f'step {s:,}' for s in steps)} | best (step) |",
+        "| --- | ---: |" + " ---: |" * (len(steps) + 1),
+    ]
     for key, group in groups.items():
         for job in group:
             points = curves[id(job)]
@@ -79,6 +85,7 @@ def held_out_table(jobs: Sequence[Job], digits: int = 3) -> str:
             best_step = min(points, key=points.get)
             cells = [step_cell(job, points.get(step), digits) for step in steps]
             seed = seed_label(job)
-            lines.append(f"| {labels[key]} | {seed} | {' | '.join(cells)} | "
-                         f"{points[best_step]:.{digits}f} ({best_step:,}) |")
+            lines.append(
+                f"| {labels[key]} | {seed} | {' | '.join(cells)} | {points[best_step]:.{digits}f} ({best_step:,}) |"
+            )
     return "\n".join(lines)

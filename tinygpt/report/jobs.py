@@ -28,9 +28,9 @@ FINISHED, FAILED, UNFINISHED, NO_RECORD, MISSING = "finished", "failed", "unfini
 
 @dataclass
 class Job:
-    overrides: tuple[str, ...]   # the job's overrides (key=value), less those that do not name a job
-    path: Path | None            # its folder; None when it never started
-    record: dict | None          # its run.json
+    overrides: tuple[str, ...]  # the job's overrides (key=value), less those that do not name a job
+    path: Path | None  # its folder; None when it never started
+    record: dict | None  # its run.json
 
     @property
     def status(self) -> str:
@@ -83,8 +83,10 @@ def expand_sweep(overrides: list[Override]) -> list[tuple[str, ...]]:
         elif override.is_discrete_sweep():
             choices[key] = [f"{key}={value}" for value in override.sweep_string_iterator()]
         else:
-            raise ValueError(f"{override.input_line}: a basic sweep lists values (a,b, choice(...), range(...)); "
-                             f"{override.value_type.name} sweeps are not expanded")
+            raise ValueError(
+                f"{override.input_line}: a basic sweep lists values (a,b, choice(...), range(...)); "
+                f"{override.value_type.name} sweeps are not expanded"
+            )
     return [tuple(job) for job in itertools.product(*choices.values())]
 
 
@@ -122,8 +124,10 @@ def load_sweep(sweep_dir: str | Path) -> list[Job]:
     if not sweep_dir.is_dir():
         raise FileNotFoundError(f"no sweep folder {sweep_dir}")
     expected, excluded = sweep_command(sweep_dir)
-    folders = {frozenset(identity(saved_overrides(f.parent.parent), excluded)): f.parent.parent
-               for f in sorted(sweep_dir.glob("*/.hydra/overrides.yaml"))}
+    folders = {
+        frozenset(identity(saved_overrides(f.parent.parent), excluded)): f.parent.parent
+        for f in sorted(sweep_dir.glob("*/.hydra/overrides.yaml"))
+    }
     jobs = []
     for overrides in expected:
         overrides = identity(overrides, excluded)

@@ -38,9 +38,23 @@ DEFAULT_METRIC = {"seeds": DEV_LOSS, "steps": DEV_BITS_PER_BYTE}
 
 # runs.csv keeps its columns' names (best_dev_bpb, final_dev_bpb: docs/results/ holds CSVs with them); each
 # is filled from the run record's one field for that metric
-CSV_COLUMNS = ["job", "variant", "seed", "status", "parameters", "step", "best_step", "best_dev_loss",
-               "best_dev_bpb", "final_step", "final_dev_loss", "final_dev_bpb", "final_train_loss",
-               "wall_time_s", "folder"]
+CSV_COLUMNS = [
+    "job",
+    "variant",
+    "seed",
+    "status",
+    "parameters",
+    "step",
+    "best_step",
+    "best_dev_loss",
+    "best_dev_bpb",
+    "final_step",
+    "final_dev_loss",
+    "final_dev_bpb",
+    "final_train_loss",
+    "wall_time_s",
+    "folder",
+]
 # runs.csv has one row per validation point of each run (a run without one: one row, these cells empty); the
 # run's columns above repeat on each of its rows, so one row per run is ``val_step == final_step``
 POINT_COLUMNS = ["val_step", "dev_loss", "dev_bpb", "dev_bits_per_token", "dev_bits_per_char", "train_loss"]
@@ -56,9 +70,16 @@ class Report:
     jobs: list[Job]
 
 
-def write_report(sweep_dir: str | Path, *, style: str = "auto", metric: str | None = None,
-                 out_dir: str | Path | None = None, held_out: bool = False, ymax: float | None = None,
-                 figure_only: Sequence[str] = ()) -> Report:
+def write_report(
+    sweep_dir: str | Path,
+    *,
+    style: str = "auto",
+    metric: str | None = None,
+    out_dir: str | Path | None = None,
+    held_out: bool = False,
+    ymax: float | None = None,
+    figure_only: Sequence[str] = (),
+) -> Report:
     """figure_only: draw only the runs with one of these overrides (000's figure shows 3 of the 6 variants)."""
     sweep_dir = Path(sweep_dir)
     out_dir = Path(out_dir) if out_dir else sweep_dir
@@ -76,33 +97,62 @@ def write_report(sweep_dir: str | Path, *, style: str = "auto", metric: str | No
 
     table = seeds_table(jobs, chosen) if style == "seeds" else steps_table(jobs, chosen)
     if not any(curve(job, chosen) for job in jobs):  # e.g. data.dev=none: nothing to tabulate but the statuses
-        table = (f"No run has a {chosen.label} (a sweep without a dev split, `data.dev=none`, has none); "
-                 "runs.csv lists their statuses" + (", and the held-out section their scores." if held_out else "."))
+        table = (
+            f"No run has a {chosen.label} (a sweep without a dev split, `data.dev=none`, has none); "
+            "runs.csv lists their statuses" + (", and the held-out section their scores." if held_out else ".")
+        )
     drawn = [job for job in jobs if not figure_only or set(figure_only) & set(job.overrides)]
     if figure_only and not drawn:
         raise ValueError(f"figure_only={list(figure_only)}: no run has any of these overrides")
-    figure = plot_curves(drawn, chosen, out_dir / "curves.png",
-                         title=f"{sweep_dir.name}: {chosen.label}, one line per seed", ymax=ymax)
+    figure = plot_curves(
+        drawn, chosen, out_dir / "curves.png", title=f"{sweep_dir.name}: {chosen.label}, one line per seed", ymax=ymax
+    )
     runs_csv = write_runs_csv(jobs, out_dir / "runs.csv")
     markdown = out_dir / "report.md"
     sections = render_markdown(sweep_dir, jobs, table, style, chosen.label, held_out)
     if has_diagnostics(jobs):
-        sections += "\n".join(["", "## Collapse diagnostics (003)", "", diagnostics_table(jobs), "",
-                               "Gradient norms are measured before clipping. TVD: total variation distance "
-                               "between the next-token predictions after two different training windows "
-                               "(0: the output ignores the input).", ""])
+        sections += "\n".join(
+            [
+                "",
+                "## Collapse diagnostics (003)",
+                "",
+                diagnostics_table(jobs),
+                "",
+                "Gradient norms are measured before clipping. TVD: total variation distance "
+                "between the next-token predictions after two different training windows "
+                "(0: the output ignores the input).",
+                "",
+            ]
+        )
     if held_out:
-        plot_curves(drawn, HELD_OUT, out_dir / "heldout.png", title=f"{sweep_dir.name}: {HELD_OUT.label}",
-                    points_of=held_out_curve)
-        sections += "\n".join(["", "## Held-out scores (evaluations.jsonl)", "",
-                               "Every scoring of the held-out split ever made of these runs, by time "
-                               "(`scripts/evaluate.py split=test`, and `analyze.py` / `baselines.py` with "
-                               "split=test). Forced: a second look that score-once refuses unless forced with a "
-                               "reason (`—`: logged before this was recorded).", "",
-                               scorings_table(jobs), "",
-                               "By checkpoint step, each step's first scoring. Read these after the choices are "
-                               "made: the pre-registered score is the one at the step fixed in advance.", "",
-                               held_out_table(jobs), "", "![held-out scores](heldout.png)", ""])
+        plot_curves(
+            drawn,
+            HELD_OUT,
+            out_dir / "heldout.png",
+            title=f"{sweep_dir.name}: {HELD_OUT.label}",
+            points_of=held_out_curve,
+        )
+        sections += "\n".join(
+            [
+                "",
+                "## Held-out scores (evaluations.jsonl)",
+                "",
+                "Every scoring of the held-out split ever made of these runs, by time "
+                "(`scripts/evaluate.py split=test`, and `analyze.py` / `baselines.py` with "
+                "split=test). Forced: a second look that score-once refuses unless forced with a "
+                "reason (`—`: logged before this was recorded).",
+                "",
+                scorings_table(jobs),
+                "",
+                "By checkpoint step, each step's first scoring. Read these after the choices are "
+                "made: the pre-registered score is the one at the step fixed in advance.",
+                "",
+                held_out_table(jobs),
+                "",
+                "![held-out scores](heldout.png)",
+                "",
+            ]
+        )
     markdown.write_text(sections)
     return Report(markdown, figure, runs_csv, style, metric, jobs)
 
@@ -110,23 +160,34 @@ def write_report(sweep_dir: str | Path, *, style: str = "auto", metric: str | No
 def held_out_sentence(jobs: Sequence[Job], held_out: bool) -> str:
     """What this report says about the held-out split: true whether or not its scores are shown."""
     n, runs, unlisted = scoring_counts(jobs)
-    old = (f" {unlisted} run(s) also have an evaluations.jsonl from before run.json listed scorings (not counted)."
-           if unlisted else "")
+    old = (
+        f" {unlisted} run(s) also have an evaluations.jsonl from before run.json listed scorings (not counted)."
+        if unlisted
+        else ""
+    )
     if held_out:
-        return (f"This report shows held-out scores (section \"Held-out scores\"): run.json lists {n} held-out "
-                f"scoring(s) of {runs} run(s).{old}")
+        return (
+            f'This report shows held-out scores (section "Held-out scores"): run.json lists {n} held-out '
+            f"scoring(s) of {runs} run(s).{old}"
+        )
     if n or unlisted:
-        return (f"Held-out scores exist but are not shown: run.json lists {n} held-out scoring(s) of {runs} run(s) "
-                f"(`--held-out` shows them); this report read none of them.{old}")
+        return (
+            f"Held-out scores exist but are not shown: run.json lists {n} held-out scoring(s) of {runs} run(s) "
+            f"(`--held-out` shows them); this report read none of them.{old}"
+        )
     return "No run has been scored on the held-out split; this report reads no held-out score."
 
 
-def render_markdown(sweep_dir: Path, jobs: Sequence[Job], table: str, style: str, metric_label: str,
-                    held_out: bool = False) -> str:
+def render_markdown(
+    sweep_dir: Path, jobs: Sequence[Job], table: str, style: str, metric_label: str, held_out: bool = False
+) -> str:
     counts = Counter(job.status for job in jobs)
     status_line = ", ".join(f"{n} {status}" for status, n in counts.most_common())
-    what = (f"best {metric_label} of each run (the lowest over its scoring steps), per seed"
-            if style == "seeds" else f"{metric_label} at each scoring step (columns), one row per run")
+    what = (
+        f"best {metric_label} of each run (the lowest over its scoring steps), per seed"
+        if style == "seeds"
+        else f"{metric_label} at each scoring step (columns), one row per run"
+    )
     shared = shared_overrides(list(variants(jobs)))
     lines = [
         f"# Sweep report: {sweep_dir.name}",
@@ -141,14 +202,21 @@ def render_markdown(sweep_dir: Path, jobs: Sequence[Job], table: str, style: str
         "",
     ]
     if any(job.status != "finished" for job in jobs):
-        lines += [f"`{UNFINISHED_MARK}`: from a run that has not finished (rerun the sweep's command to resume it); "
-                  "unfinished runs enter no mean. `missing`: never started; `no record`: stopped before training "
-                  "(its folder's log says why); `failed`: see run.json's error.", ""]
+        lines += [
+            f"`{UNFINISHED_MARK}`: from a run that has not finished (rerun the sweep's command to resume it); "
+            "unfinished runs enter no mean. `missing`: never started; `no record`: stopped before training "
+            "(its folder's log says why); `failed`: see run.json's error.",
+            "",
+        ]
     if style == "seeds":
         lines += ["Mean and spread (max − min) over the finished seeds.", ""]
-    lines += ["![validation curves](curves.png)", "",
-              "Every validation point of every run, with its best and final metrics: [runs.csv](runs.csv) "
-              "(one row per run and validation step).", ""]
+    lines += [
+        "![validation curves](curves.png)",
+        "",
+        "Every validation point of every run, with its best and final metrics: [runs.csv](runs.csv) "
+        "(one row per run and validation step).",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -160,19 +228,33 @@ def write_runs_csv(jobs: Sequence[Job], path: Path) -> Path:
             record = job.record or {}
             best, final = record.get("best") or {}, record.get("final") or {}
             run = {
-                "job": job.name, "variant": " ".join(job.variant), "seed": job.seed, "status": job.status,
-                "parameters": record.get("parameters"), "step": record.get("step"),
-                "best_step": best.get("step"), "best_dev_loss": best.get(DEV_LOSS),
-                "best_dev_bpb": best.get(DEV_BITS_PER_BYTE), "final_step": final.get("step"),
-                "final_dev_loss": final.get(DEV_LOSS), "final_dev_bpb": final.get(DEV_BITS_PER_BYTE),
-                "final_train_loss": final.get("train_loss"), "wall_time_s": record.get("wall_time_s"),
+                "job": job.name,
+                "variant": " ".join(job.variant),
+                "seed": job.seed,
+                "status": job.status,
+                "parameters": record.get("parameters"),
+                "step": record.get("step"),
+                "best_step": best.get("step"),
+                "best_dev_loss": best.get(DEV_LOSS),
+                "best_dev_bpb": best.get(DEV_BITS_PER_BYTE),
+                "final_step": final.get("step"),
+                "final_dev_loss": final.get(DEV_LOSS),
+                "final_dev_bpb": final.get(DEV_BITS_PER_BYTE),
+                "final_train_loss": final.get("train_loss"),
+                "wall_time_s": record.get("wall_time_s"),
                 "folder": str(job.path) if job.path else "",
             }
             points = sorted(record.get("curve") or [], key=lambda p: p["step"])
             for point in points or [{}]:
-                writer.writerow({**run, "val_step": point.get("step"), "dev_loss": point.get(DEV_LOSS),
-                                 "dev_bpb": point.get(DEV_BITS_PER_BYTE),
-                                 "dev_bits_per_token": point.get("dev_bits_per_token"),
-                                 "dev_bits_per_char": point.get("dev_bits_per_char"),
-                                 "train_loss": point.get("train_loss")})
+                writer.writerow(
+                    {
+                        **run,
+                        "val_step": point.get("step"),
+                        "dev_loss": point.get(DEV_LOSS),
+                        "dev_bpb": point.get(DEV_BITS_PER_BYTE),
+                        "dev_bits_per_token": point.get("dev_bits_per_token"),
+                        "dev_bits_per_char": point.get("dev_bits_per_char"),
+                        "train_loss": point.get("train_loss"),
+                    }
+                )
     return path

@@ -23,12 +23,14 @@ UNFINISHED_MARK = "*"
 
 @dataclass(frozen=True)
 class Metric:
-    key: str          # its field in run.json's curve points and in its "best" (tinygpt/common/run_folder.py)
-    label: str        # for table headers and axes
+    key: str  # its field in run.json's curve points and in its "best" (tinygpt/common/run_folder.py)
+    label: str  # for table headers and axes
 
 
-METRICS = {metric.key: metric for metric in (Metric(DEV_LOSS, "validation loss"),
-                                             Metric(DEV_BITS_PER_BYTE, "dev bits per byte"))}
+METRICS = {
+    metric.key: metric
+    for metric in (Metric(DEV_LOSS, "validation loss"), Metric(DEV_BITS_PER_BYTE, "dev bits per byte"))
+}
 
 
 def variants(jobs: Sequence[Job]) -> dict[tuple[str, ...], list[Job]]:
@@ -91,12 +93,13 @@ def seeds_table(jobs: Sequence[Job], metric: Metric, digits: int = 3) -> str:
     labels = variant_labels(list(groups))
     seeds = sorted({job.seed for job in jobs if job.seed is not None})
     seed_names = " / ".join(str(s) for s in seeds) if seeds else "—"
-    lines = [f"| Variant | Parameters | Best {metric.label}, seeds {seed_names} | Mean | Spread |",
-             "| --- | ---: | --- | ---: | ---: |"]
+    lines = [
+        f"| Variant | Parameters | Best {metric.label}, seeds {seed_names} | Mean | Spread |",
+        "| --- | ---: | --- | ---: | ---: |",
+    ]
     for key, group in groups.items():
         by_seed = {job.seed: job for job in group}
-        cells = [seed_cell(by_seed[s], best_value(by_seed[s], metric), digits) if s in by_seed else "—"
-                 for s in seeds]
+        cells = [seed_cell(by_seed[s], best_value(by_seed[s], metric), digits) if s in by_seed else "—" for s in seeds]
         finished = [v for job in group if job.status == FINISHED and (v := best_value(job, metric)) is not None]
         mean = f"{statistics.fmean(finished):.{digits}f}" if finished else "—"
         if finished and len(finished) < len(seeds):
@@ -110,8 +113,10 @@ def steps_table(jobs: Sequence[Job], metric: Metric, digits: int = 3) -> str:
     groups = variants(jobs)
     labels = variant_labels(list(groups))
     steps = sorted({step for job in jobs for step in curve(job, metric)})
-    lines = [f"| Variant | Seed | Parameters | {' | '.join(f'step {s:,}' for s in steps)} |",
-             "| --- | ---: | ---: |" + " ---: |" * len(steps)]
+    lines = [
+        f"| Variant | Seed | Parameters | {' | '.join(f'step {s:,}' for s in steps)} |",
+        "| --- | ---: | ---: |" + " ---: |" * len(steps),
+    ]
     for key, group in groups.items():
         for job in group:
             points = curve(job, metric)
@@ -146,9 +151,11 @@ def diagnostics_table(jobs: Sequence[Job]) -> str:
     the gradient norm at each layer's attention weights, and at the end the prediction TVD of two contexts."""
     groups = variants(jobs)
     labels = variant_labels(list(groups))
-    lines = ["| Variant | Seed | Step | Train loss (bits) | Attention gradient norm, layers 1… | "
-             "TVD of two contexts' predictions (at the end) | Unigram entropy of the training text (bits) |",
-             "| --- | ---: | ---: | ---: | --- | ---: | ---: |"]
+    lines = [
+        "| Variant | Seed | Step | Train loss (bits) | Attention gradient norm, layers 1… | "
+        "TVD of two contexts' predictions (at the end) | Unigram entropy of the training text (bits) |",
+        "| --- | ---: | ---: | ---: | --- | ---: | ---: |",
+    ]
     for key, group in groups.items():
         for job in group:
             diagnostics = (job.record or {}).get("diagnostics")
@@ -162,6 +169,8 @@ def diagnostics_table(jobs: Sequence[Job]) -> str:
             for step, point in sorted(diagnostics.get("steps", {}).items(), key=lambda item: int(item[0])):
                 loss = point.get("train_loss_bits")
                 norms = " ".join(f"{n:.1e}" for n in point.get("attention_grad_norms", []))
-                lines.append(f"| {labels[key]} | {seed} | {int(step):,} | "
-                             f"{'—' if loss is None else f'{loss:.3f}'} | {norms} | {tvd_cell} | {entropy_cell} |")
+                lines.append(
+                    f"| {labels[key]} | {seed} | {int(step):,} | "
+                    f"{'—' if loss is None else f'{loss:.3f}'} | {norms} | {tvd_cell} | {entropy_cell} |"
+                )
     return "\n".join(lines)

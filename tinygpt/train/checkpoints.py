@@ -57,8 +57,9 @@ def resume_path(run_dir: Path, resume: str, ckpt_path: str | None) -> str | None
 DECAYING = ("cosine", "linear", "wsd")  # schedules whose shape depends on trainer.max_steps
 
 
-def check_resumable(checkpoint: dict, path, model: dict, optim: dict, max_steps: int,
-                    tokenizer_json: str | None) -> None:
+def check_resumable(
+    checkpoint: dict, path, model: dict, optim: dict, max_steps: int, tokenizer_json: str | None
+) -> None:
     """Refuse, in one line, a checkpoint that does not fit the run it would resume: another model (shapes,
     vocabulary), another tokenizer, other optimizer settings (Lightning restores the checkpoint's optimizer and
     schedule, so they would be silently ignored), or another ``max_steps`` under a decaying schedule (the
@@ -74,25 +75,33 @@ def check_resumable(checkpoint: dict, path, model: dict, optim: dict, max_steps:
 
     changed = differences("model", hparams["model"], model)
     if changed:
-        raise CheckpointError(f"checkpoint {path} holds another model ({changed}); resume it with its own "
-                              "settings, or use another run folder")
+        raise CheckpointError(
+            f"checkpoint {path} holds another model ({changed}); resume it with its own "
+            "settings, or use another run folder"
+        )
     theirs_tokenizer = checkpoint.get("tokenizer")
     if tokenizer_json is not None and theirs_tokenizer is not None and theirs_tokenizer != tokenizer_json:
-        raise CheckpointError(f"checkpoint {path} was trained with another tokenizer than this run's data.tokenizer; "
-                              "resume it with its own data settings, or use another run folder")
+        raise CheckpointError(
+            f"checkpoint {path} was trained with another tokenizer than this run's data.tokenizer; "
+            "resume it with its own data settings, or use another run folder"
+        )
     # checkpoints from before optim.decay_on existed decayed the matrices only
-    changed = differences("optim", {"decay_on": "matrices", **(hparams.get("optim") or {})},
-                          {"decay_on": "matrices", **optim})
+    changed = differences(
+        "optim", {"decay_on": "matrices", **(hparams.get("optim") or {})}, {"decay_on": "matrices", **optim}
+    )
     if changed:
-        raise CheckpointError(f"checkpoint {path} was trained with other optimizer settings ({changed}); the "
-                              "checkpoint's optimizer and schedule state would override them: keep its settings, "
-                              "or start a new run")
+        raise CheckpointError(
+            f"checkpoint {path} was trained with other optimizer settings ({changed}); the "
+            "checkpoint's optimizer and schedule state would override them: keep its settings, "
+            "or start a new run"
+        )
     old_steps = hparams.get("max_steps")
     if optim.get("schedule") in DECAYING and old_steps != max_steps:
         raise CheckpointError(
             f"checkpoint {path} was trained for trainer.max_steps={old_steps} under optim.schedule="
             f"{optim['schedule']}; continuing to {max_steps} would reshape the schedule mid-run. Keep "
-            f"trainer.max_steps={old_steps}, or train a new run with the longer schedule from the start")
+            f"trainer.max_steps={old_steps}, or train a new run with the longer schedule from the start"
+        )
 
 
 def load_model(path: str | Path):
@@ -103,8 +112,7 @@ def load_model(path: str | Path):
     checkpoint = read_checkpoint(path)
     try:
         config = checkpoint["hyper_parameters"]["model"]
-        state = {k.removeprefix("model."): v for k, v in checkpoint["state_dict"].items()
-                 if k.startswith("model.")}
+        state = {k.removeprefix("model."): v for k, v in checkpoint["state_dict"].items() if k.startswith("model.")}
         tokenizer = tokenizer_from_json(checkpoint["tokenizer"])
     except KeyError as missing:
         raise CheckpointError(f"checkpoint {path} is not a tinygpt checkpoint (no {missing})") from None

@@ -24,8 +24,12 @@ TIP_PREFIX = "💡 Tip"
 # the loggers rank_zero_info may write through: lightning_utilities' rank_zero module logs via whichever of these
 # was imported last, and the standalone pytorch_lightning / lightning_fabric packages (imported, for instance, in
 # a submitit job) set their own
-TIP_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero",
-               "pytorch_lightning.utilities.rank_zero", "lightning_fabric.utilities.rank_zero")
+TIP_LOGGERS = (
+    "lightning.pytorch.utilities.rank_zero",
+    "lightning.fabric.utilities.rank_zero",
+    "pytorch_lightning.utilities.rank_zero",
+    "lightning_fabric.utilities.rank_zero",
+)
 SHORT_NAMES = {"train/loss": "loss", "train/tokens_per_sec": "tokens/s", "dev/bpb": "dev bpb"}
 
 
@@ -72,8 +76,11 @@ class LineProgress(ProgressBar):
         for key in keys:
             value = values.get(key)
             if isinstance(value, (int, float)):
-                parts.append(f"{SHORT_NAMES.get(key, key)} {value:,.0f}" if key == "train/tokens_per_sec"
-                             else f"{SHORT_NAMES.get(key, key)} {value:.4f}")
+                parts.append(
+                    f"{SHORT_NAMES.get(key, key)} {value:,.0f}"
+                    if key == "train/tokens_per_sec"
+                    else f"{SHORT_NAMES.get(key, key)} {value:.4f}"
+                )
         return "  ".join(parts)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:

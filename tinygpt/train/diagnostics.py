@@ -41,8 +41,9 @@ class CollapseDiagnostics(L.Callback):
             norms = attention_grad_norms(pl_module.model)
             self.diagnostics["steps"][str(step)] = {"attention_grad_norms": norms}
             for logger in trainer.loggers:
-                logger.log_metrics({f"diagnostics/attention_grad_norm/layer_{i}": n
-                                    for i, n in enumerate(norms, start=1)}, step=step)
+                logger.log_metrics(
+                    {f"diagnostics/attention_grad_norm/layer_{i}": n for i, n in enumerate(norms, start=1)}, step=step
+                )
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         step = trainer.global_step  # already counts this batch's optimizer step

@@ -19,8 +19,14 @@ from tinygpt.train.runlock import lock_run
 from tinygpt.train.score_once import check_scoring, record_scoring, weights_hash
 
 
-def evaluate(run_dir: str | None, ckpt: str | None = None, split: str = "dev", device: str = "cpu",
-             force: bool = False, reason: str | None = None) -> list[dict]:
+def evaluate(
+    run_dir: str | None,
+    ckpt: str | None = None,
+    split: str = "dev",
+    device: str = "cpu",
+    force: bool = False,
+    reason: str | None = None,
+) -> list[dict]:
     if split not in ("dev", "test"):
         raise ValueError(f"split={split!r} is not allowed; choose dev or test")
     if split == "dev" and (force or reason):
@@ -37,8 +43,9 @@ def evaluate(run_dir: str | None, ckpt: str | None = None, split: str = "dev", d
         raise ValueError("give run_dir=<a run's folder> or ckpt=<a checkpoint file>")
     record = read_record(run_dir)
     if record is None:
-        raise FileNotFoundError(f"{record_path(run_dir)} not found: evaluate needs the run's record to rebuild "
-                                "its data splits")
+        raise FileNotFoundError(
+            f"{record_path(run_dir)} not found: evaluate needs the run's record to rebuild its data splits"
+        )
     cfg = OmegaConf.create(record["config"])
     # scoring the test split appends to the run's record: take the run folder's lock (refused while training)
     lock = lock_run(run_dir) if split == "test" else None
@@ -50,8 +57,16 @@ def evaluate(run_dir: str | None, ckpt: str | None = None, split: str = "dev", d
             checkpoints = [Path(plan["checkpoint"]) for plan in plans]
         rows = _score(run_dir, cfg, checkpoints, split, device)
         for row, plan in zip(rows, plans or [], strict=False):
-            record_scoring(run_dir, {**row, "weights_sha256": plan["weights_sha256"], "forced": bool(force),
-                                     "reason": reason if force else None, "source": "evaluate"})
+            record_scoring(
+                run_dir,
+                {
+                    **row,
+                    "weights_sha256": plan["weights_sha256"],
+                    "forced": bool(force),
+                    "reason": reason if force else None,
+                    "source": "evaluate",
+                },
+            )
         return rows
     finally:
         if lock is not None:
@@ -63,15 +78,20 @@ def _score(run_dir: Path, cfg, checkpoints: list[Path], split: str, device: str)
     for path in checkpoints:
         model, tokenizer, checkpoint = load_model(path)
         if datamodule is None:
-            datamodule = TextDataModule(cfg.data, context_length=model.config.context_length, seed=cfg.seed,
-                                        tokenizer=tokenizer)
+            datamodule = TextDataModule(
+                cfg.data, context_length=model.config.context_length, seed=cfg.seed, tokenizer=tokenizer
+            )
             datamodule.setup("validate")
             loader = datamodule.val_dataloader() if split == "dev" else datamodule.test_dataloader()
             documents = datamodule.dev_documents if split == "dev" else datamodule.test_documents
         # per-document totals (003's per-post table) when the split has several documents
         result = score(model.to(device), loader, device, n_documents=len(documents) if len(documents) > 1 else 0)
-        row = {"checkpoint": str(path), "step": checkpoint.get("global_step"), "split": split,
-               **{k: v for k, v in result.items() if not isinstance(v, list)}}
+        row = {
+            "checkpoint": str(path),
+            "step": checkpoint.get("global_step"),
+            "split": split,
+            **{k: v for k, v in result.items() if not isinstance(v, list)},
+        }
         if "per_document_bits" in result:
             per_document = zip(documents, result["per_document_bits"], result["per_document_bytes"], strict=True)
             row["per_document_bpb"] = {name: bits / n_bytes for name, bits, n_bytes in per_document}

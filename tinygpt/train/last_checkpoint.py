@@ -45,8 +45,10 @@ class TrainingInterrupted(Exception):
 
     def __init__(self, signum: int, step: int, path: Path):
         self.signum, self.step = signum, step
-        super().__init__(f"{signal.Signals(signum).name}: stopped after step {step}; saved {path}. "
-                         "Rerun the same command to continue")
+        super().__init__(
+            f"{signal.Signals(signum).name}: stopped after step {step}; saved {path}. "
+            "Rerun the same command to continue"
+        )
 
 
 class LastCheckpoint(Checkpoint):
@@ -108,8 +110,11 @@ class LastCheckpoint(Checkpoint):
                 raise KeyboardInterrupt
             raise SystemExit(128 + signum)
         self.stop_signal = signum
-        print(f"\n[tinygpt] {signal.Signals(signum).name}: saving {self.path} at the end of this step, then "
-              "stopping (send it again to stop at once)", flush=True)
+        print(
+            f"\n[tinygpt] {signal.Signals(signum).name}: saving {self.path} at the end of this step, then "
+            "stopping (send it again to stop at once)",
+            flush=True,
+        )
 
     def _stop_if_asked(self, trainer) -> None:
         if self.stop_signal is not None:

@@ -53,8 +53,11 @@ class ResumableCSVLogger(CSVLogger):
         with open(path, newline="") as file:
             reader = csv.DictReader(file)
             columns = list(reader.fieldnames or [])
-            rows = [row for row in reader if row.get("step") not in (None, "")
-                    and int(float(row["step"])) <= self.resume_step]
+            rows = [
+                row
+                for row in reader
+                if row.get("step") not in (None, "") and int(float(row["step"])) <= self.resume_step
+            ]
         experiment = self.experiment  # Lightning's writer deletes an existing metrics.csv when it is created
         with atomic_write(path, newline="") as file:
             writer = csv.DictWriter(file, fieldnames=columns)

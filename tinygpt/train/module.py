@@ -25,8 +25,9 @@ class GPTModule(L.LightningModule):
     speed: the `speed.*` switches (tinygpt/train/speedups.py); None takes their defaults.
     """
 
-    def __init__(self, model: dict, optim: dict, max_steps: int, tokenizer_json: str | None = None,
-                 speed: dict | None = None):
+    def __init__(
+        self, model: dict, optim: dict, max_steps: int, tokenizer_json: str | None = None, speed: dict | None = None
+    ):
         super().__init__()
         # logger=False: the run logs its own hparams (the switches, not a tokenizer's JSON) with a metric
         self.save_hyperparameters(ignore=["tokenizer_json"], logger=False)
@@ -93,8 +94,13 @@ class GPTModule(L.LightningModule):
         hidden, _ = self.model.features(batch["input"])
         scored = batch["scored"]
         logits = F.linear(hidden[scored], self.model.head_weight, self.model.head_bias)
-        self.dev_score.update(logits, batch["target"][scored], torch.ones_like(scored[scored]),
-                              batch["target_bytes"][scored], batch["target_chars"][scored])
+        self.dev_score.update(
+            logits,
+            batch["target"][scored],
+            torch.ones_like(scored[scored]),
+            batch["target_bytes"][scored],
+            batch["target_chars"][scored],
+        )
 
     def on_validation_epoch_end(self):
         score = self.dev_score.compute()
@@ -103,10 +109,14 @@ class GPTModule(L.LightningModule):
         if bpb < self.best_dev_bpb:
             self.best_dev_bpb, self.best_dev_step = bpb, self.global_step
         self.last_dev_score = {k: float(v) for k, v in score.items() if torch.as_tensor(v).numel() == 1}
-        metrics = {"dev/bpb": bpb, "dev/loss": float(score["loss"]),
-                   "dev/bits_per_token": float(score["bits_per_token"]),
-                   "dev/bits_per_char": float(score["bits_per_char"]),
-                   "dev/best_bpb": self.best_dev_bpb, "hp/best_dev_bpb": self.best_dev_bpb}
+        metrics = {
+            "dev/bpb": bpb,
+            "dev/loss": float(score["loss"]),
+            "dev/bits_per_token": float(score["bits_per_token"]),
+            "dev/bits_per_char": float(score["bits_per_char"]),
+            "dev/best_bpb": self.best_dev_bpb,
+            "hp/best_dev_bpb": self.best_dev_bpb,
+        }
         # for the progress bar, callbacks and checkpoint monitors
         self.log_dict({k: v for k, v in metrics.items() if k != "dev/bpb"}, logger=False)
         self.log("dev/bpb", bpb, prog_bar=True, logger=False)
@@ -117,8 +127,9 @@ class GPTModule(L.LightningModule):
                 logger.log_metrics(metrics, step=self.global_step)
 
     def configure_optimizers(self):
-        optimizer, schedule = build_optimizer(self.model, self.optim_config, self.hparams.max_steps,
-                                              optimizer_flags(self.speed_config))
+        optimizer, schedule = build_optimizer(
+            self.model, self.optim_config, self.hparams.max_steps, optimizer_flags(self.speed_config)
+        )
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
     # Exact resume: Lightning restores weights, optimizer, scheduler and loop counters; the batch stream is a

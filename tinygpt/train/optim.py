@@ -15,7 +15,7 @@ from tinygpt.train.schema import ConfigError
 # optim.decay_on: which parameters weight decay applies to
 DECAY_GROUPS = {
     "matrices": lambda param: param.dim() >= 2,  # 003: weights and embeddings; not norm gains or biases
-    "all": lambda param: True,                   # torch.optim.AdamW(model.parameters(), ...): every parameter
+    "all": lambda param: True,  # torch.optim.AdamW(model.parameters(), ...): every parameter
 }
 
 
@@ -33,8 +33,9 @@ class OptimConfig:
 
     def __post_init__(self) -> None:
         if self.decay_on not in DECAY_GROUPS:
-            raise ConfigError(f"optim.decay_on={self.decay_on!r} is not allowed; choose one of "
-                              f"{', '.join(DECAY_GROUPS)}")
+            raise ConfigError(
+                f"optim.decay_on={self.decay_on!r} is not allowed; choose one of {', '.join(DECAY_GROUPS)}"
+            )
         if self.schedule not in SCHEDULES:
             raise ConfigError(f"optim.schedule={self.schedule!r} is not allowed; choose one of {', '.join(SCHEDULES)}")
         if not self.lr > 0:
@@ -50,8 +51,9 @@ class OptimConfig:
         if not 0 <= self.decay_fraction <= 1:
             raise ConfigError(f"optim.decay_fraction={self.decay_fraction} is not allowed: must be in [0, 1]")
         if not self.grad_clip >= 0:  # a negative clip norm flips every gradient: training by gradient ascent
-            raise ConfigError(f"optim.grad_clip={self.grad_clip} is not allowed: must be a non-negative number "
-                             "(0: no clipping)")
+            raise ConfigError(
+                f"optim.grad_clip={self.grad_clip} is not allowed: must be a non-negative number (0: no clipping)"
+            )
 
     @classmethod
     def from_omegaconf(cls, node) -> OptimConfig:
@@ -72,8 +74,10 @@ def parameter_groups(model: torch.nn.Module, weight_decay: float, decay_on: str 
 def build_optimizer(model: torch.nn.Module, cfg: OptimConfig, total_steps: int, implementation: dict | None = None):
     """implementation: AdamW's fused/foreach flags (speed.optimizer, tinygpt/train/speedups.py); None: torch's."""
     optimizer = torch.optim.AdamW(
-        parameter_groups(model, cfg.weight_decay, cfg.decay_on), lr=cfg.lr, betas=tuple(cfg.betas),
-        **(implementation or {})
+        parameter_groups(model, cfg.weight_decay, cfg.decay_on),
+        lr=cfg.lr,
+        betas=tuple(cfg.betas),
+        **(implementation or {}),
     )
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer,

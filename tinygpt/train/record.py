@@ -20,8 +20,12 @@ class RunRecord(L.Callback):
         self.run_dir = Path(run_dir)
         self.path = record_path(run_dir)
         previous = read_record(run_dir) or {}
-        self.record = {**header, "status": "running", "curve": previous.get("curve", []),
-                       "wall_time_s": previous.get("wall_time_s", 0.0)}
+        self.record = {
+            **header,
+            "status": "running",
+            "curve": previous.get("curve", []),
+            "wall_time_s": previous.get("wall_time_s", 0.0),
+        }
         if previous.get("held_out_scorings"):  # the score-once ledger survives a resume (tinygpt/train/score_once.py)
             self.record["held_out_scorings"] = previous["held_out_scorings"]
         self._started = time.time()
@@ -42,8 +46,11 @@ class RunRecord(L.Callback):
             point["train_loss"] = float(train_loss)
         self.record["curve"] = [p for p in self.record["curve"] if p["step"] != point["step"]] + [point]
         best = min(self.record["curve"], key=lambda p: p[DEV_BITS_PER_BYTE])
-        self.record["best"] = {"step": best["step"], DEV_BITS_PER_BYTE: best[DEV_BITS_PER_BYTE],
-                               DEV_LOSS: min(p[DEV_LOSS] for p in self.record["curve"])}
+        self.record["best"] = {
+            "step": best["step"],
+            DEV_BITS_PER_BYTE: best[DEV_BITS_PER_BYTE],
+            DEV_LOSS: min(p[DEV_LOSS] for p in self.record["curve"]),
+        }
         self._write()
 
     def update(self, **fields) -> None:

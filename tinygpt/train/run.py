@@ -40,8 +40,10 @@ def model_config(cfg: DictConfig, vocab_size: int) -> GPTConfig:
     if model.get("vocab_size", 0) in (0, None):
         model["vocab_size"] = vocab_size
     elif model["vocab_size"] < vocab_size:
-        raise ValueError(f"model.vocab_size={model['vocab_size']} is smaller than the tokenizer's "
-                         f"{vocab_size}; set model.vocab_size=0 to take the tokenizer's")
+        raise ValueError(
+            f"model.vocab_size={model['vocab_size']} is smaller than the tokenizer's "
+            f"{vocab_size}; set model.vocab_size=0 to take the tokenizer's"
+        )
     return config_from(model)  # GPTConfig, or the config of the family model.family names
 
 
@@ -51,8 +53,11 @@ def hparams(cfg: DictConfig, config: GPTConfig, optim: OptimConfig) -> dict:
     return {
         **{f"model/{k}": ("null" if v is None else v) for k, v in vars(config).items()},
         **{f"optim/{k}": str(v) if isinstance(v, list) else v for k, v in vars(optim).items()},
-        "data/name": data.name, "data/tokenizer": data.tokenizer.name, "data/fraction": str(data.fraction),
-        "seed": cfg.seed, "max_steps": cfg.trainer.max_steps,
+        "data/name": data.name,
+        "data/tokenizer": data.tokenizer.name,
+        "data/fraction": str(data.fraction),
+        "seed": cfg.seed,
+        "max_steps": cfg.trainer.max_steps,
     }
 
 
@@ -63,10 +68,17 @@ def build_callbacks(cfg, run: RunConfig, run_dir: Path, module: GPTModule, datam
         # and on SIGINT/SIGTERM (tinygpt/train/last_checkpoint.py)
         LastCheckpoint(ckpt_dir, run.checkpoint.every_n_steps, cfg.trainer.val_check_interval, datamodule.has_dev),
         OptimizerStepAxis(),
-        SpeedMonitor(families.flops_per_token(module.model),
-                     peak_flops=run.speed.peak_flops.get(str(cfg.trainer.precision))),
-        TextSampler(datamodule.tokenizer, run.sample.prompt, run.sample.max_new_tokens,
-                    run.sample.temperature, run.sample.top_k, run.seed),
+        SpeedMonitor(
+            families.flops_per_token(module.model), peak_flops=run.speed.peak_flops.get(str(cfg.trainer.precision))
+        ),
+        TextSampler(
+            datamodule.tokenizer,
+            run.sample.prompt,
+            run.sample.max_new_tokens,
+            run.sample.temperature,
+            run.sample.top_k,
+            run.seed,
+        ),
         record,
     ]
     if run.diagnostics.collapse_steps:
@@ -74,9 +86,18 @@ def build_callbacks(cfg, run: RunConfig, run_dir: Path, module: GPTModule, datam
     if run.checkpoint.keep_every_n_steps:
         # kept checkpoints at the scoring steps: weights only, for evaluate.py and generate.py. monitor="step"
         # keeps them all and gives this callback its own state key beside the last.ckpt one
-        callbacks.append(ModelCheckpoint(dirpath=ckpt_dir, filename=KEPT_CHECKPOINT, auto_insert_metric_name=False,
-                                         monitor="step", mode="max", save_top_k=-1, save_weights_only=True,
-                                         every_n_train_steps=run.checkpoint.keep_every_n_steps))
+        callbacks.append(
+            ModelCheckpoint(
+                dirpath=ckpt_dir,
+                filename=KEPT_CHECKPOINT,
+                auto_insert_metric_name=False,
+                monitor="step",
+                mode="max",
+                save_top_k=-1,
+                save_weights_only=True,
+                every_n_train_steps=run.checkpoint.keep_every_n_steps,
+            )
+        )
     return callbacks
 
 
@@ -88,8 +109,9 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict:
     run = validate_run_config(cfg)  # every setting outside model and data, typed, before anything is written
     cfg = apply_placement(cfg)  # sweep jobs: the GPU leased to this job; no multi-device jobs (tinygpt/launch)
     # progress: a bar on a terminal, one line every N steps in a log (tinygpt/train/console.py); checked first
-    progress = ([progress_callback(run.progress.style, run.progress.every_n_steps)]
-                if cfg.trainer.enable_progress_bar else [])
+    progress = (
+        [progress_callback(run.progress.style, run.progress.every_n_steps)] if cfg.trainer.enable_progress_bar else []
+    )
     silence_third_party_tips()
     run_dir = Path(run_dir)
     if rank_zero_only.rank != 0:  # the other ranks of a DDP run: the same run, rank 0 holds its lock
@@ -111,13 +133,17 @@ def _train(cfg: DictConfig, run: RunConfig, run_dir: Path, progress: list) -> di
     # score once: the held-out scoring step(s) and recipe, checked against what a resumed run registered
     registration = check_pre_registration(previous, pre_registration(OmegaConf.to_container(cfg, resolve=True)))
     if run.resume == "auto" and not run.ckpt_path and previous and previous.get("status") == "finished":
-        print(f"[tinygpt] {run_dir} already finished (best dev bpb {previous.get('best', {}).get(DEV_BITS_PER_BYTE)}); "
-              "skipping. Use resume=never to train it again.")
+        print(
+            f"[tinygpt] {run_dir} already finished (best dev bpb {previous.get('best', {}).get(DEV_BITS_PER_BYTE)}); "
+            "skipping. Use resume=never to train it again."
+        )
         return previous
     ckpt_path = resume_path(run_dir, run.resume, run.ckpt_path)
     if run.resume == "never" and checkpoints_dir(run_dir).exists() and not run.ckpt_path:
-        raise FileExistsError(f"{checkpoints_dir(run_dir)} already holds checkpoints and resume=never: "
-                              "pick another output dir rather than overwrite them")
+        raise FileExistsError(
+            f"{checkpoints_dir(run_dir)} already holds checkpoints and resume=never: "
+            "pick another output dir rather than overwrite them"
+        )
 
     L.seed_everything(run.seed, workers=True)
     datamodule = TextDataModule(cfg.data, context_length=cfg.model.context_length, seed=run.seed)
@@ -129,29 +155,49 @@ def _train(cfg: DictConfig, run: RunConfig, run_dir: Path, progress: list) -> di
     resume_step = 0
     if ckpt_path:  # the checkpoint must fit this run before anything in the folder changes
         checkpoint = read_checkpoint(ckpt_path)
-        check_resumable(checkpoint, ckpt_path, vars(config), vars(optim), cfg.trainer.max_steps,
-                        datamodule.tokenizer.to_json())
+        check_resumable(
+            checkpoint, ckpt_path, vars(config), vars(optim), cfg.trainer.max_steps, datamodule.tokenizer.to_json()
+        )
         resume_step = int(checkpoint.get("global_step", 0))
         del checkpoint
 
     L.seed_everything(run.seed, workers=True)  # model init depends on the seed alone, not on data setup
-    module = GPTModule(vars(config), vars(optim), cfg.trainer.max_steps, datamodule.tokenizer.to_json(),
-                       speed=vars(SpeedConfig.from_node(vars(run.speed))))
+    module = GPTModule(
+        vars(config),
+        vars(optim),
+        cfg.trainer.max_steps,
+        datamodule.tokenizer.to_json(),
+        speed=vars(SpeedConfig.from_node(vars(run.speed))),
+    )
     n_params = module.model.num_parameters()
     print(f"[tinygpt] model: {n_params:,} parameters; run dir: {run_dir}")
 
-    record = RunRecord(run_dir, {
-        "config": OmegaConf.to_container(cfg, resolve=True), "parameters": n_params,
-        "data": datamodule.describe(), "run_dir": str(run_dir),
-        **({"score_once": registration} if registration else {}),
-    })
+    record = RunRecord(
+        run_dir,
+        {
+            "config": OmegaConf.to_container(cfg, resolve=True),
+            "parameters": n_params,
+            "data": datamodule.describe(),
+            "run_dir": str(run_dir),
+            **({"score_once": registration} if registration else {}),
+        },
+    )
     # a resumed run continues its CSV and TensorBoard histories from the checkpoint's step (tinygpt/train/logs.py)
-    loggers = [instantiate(logger, save_dir=str(run_dir), **resume_kwargs(logger._target_, resume_step))
-               for logger in cfg.logger.values()]
+    loggers = [
+        instantiate(logger, save_dir=str(run_dir), **resume_kwargs(logger._target_, resume_step))
+        for logger in cfg.logger.values()
+    ]
     callbacks = build_callbacks(cfg, run, run_dir, module, datamodule, record) + progress
-    trainer = L.Trainer(**OmegaConf.to_container(cfg.trainer, resolve=True), logger=loggers, callbacks=callbacks,
-                        default_root_dir=str(run_dir), max_epochs=-1, num_sanity_val_steps=0,
-                        gradient_clip_val=optim.grad_clip, plugins=[AtomicCheckpointIO()])
+    trainer = L.Trainer(
+        **OmegaConf.to_container(cfg.trainer, resolve=True),
+        logger=loggers,
+        callbacks=callbacks,
+        default_root_dir=str(run_dir),
+        max_epochs=-1,
+        num_sanity_val_steps=0,
+        gradient_clip_val=optim.grad_clip,
+        plugins=[AtomicCheckpointIO()],
+    )
     for logger in loggers:
         if isinstance(logger, TensorBoardLogger) and resume_step:
             continue  # logged by the session that started the run (a second copy would repeat its step-0 metric)
@@ -161,8 +207,9 @@ def _train(cfg: DictConfig, run: RunConfig, run_dir: Path, progress: list) -> di
             logger.log_hyperparams(hparams(cfg, config, optim))
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
-        if datamodule.has_dev and (not record.record["curve"]
-                                   or record.record["curve"][-1]["step"] != trainer.global_step):
+        if datamodule.has_dev and (
+            not record.record["curve"] or record.record["curve"][-1]["step"] != trainer.global_step
+        ):
             # the last step was not a scoring step, or its score was lost to a crash: score it now, and keep
             # last.ckpt's best score in step with the record
             trainer.validate(module, datamodule=datamodule, verbose=False)
@@ -176,9 +223,12 @@ def _train(cfg: DictConfig, run: RunConfig, run_dir: Path, progress: list) -> di
         raise
     sampler = next(c for c in trainer.callbacks if isinstance(c, TextSampler))
     sample = sampler.last_sample or sampler.sample(module)
-    result = record.finish("finished", step=trainer.global_step, sample=sample,
-                           tokens_per_sec=next(c for c in trainer.callbacks
-                                               if isinstance(c, SpeedMonitor)).tokens_per_sec)
+    result = record.finish(
+        "finished",
+        step=trainer.global_step,
+        sample=sample,
+        tokens_per_sec=next(c for c in trainer.callbacks if isinstance(c, SpeedMonitor)).tokens_per_sec,
+    )
     report(result, run_dir, loggers)
     return result
 
@@ -187,8 +237,10 @@ def report(result: dict, run_dir: Path, loggers) -> None:
     final, best = result.get("final"), result.get("best")
     print("\n[tinygpt] ---- done ----")
     if final:
-        print(f"[tinygpt] dev bits per byte at step {final['step']}: {final[DEV_BITS_PER_BYTE]:.4f} "
-              f"(best {best[DEV_BITS_PER_BYTE]:.4f} at step {best['step']})")
+        print(
+            f"[tinygpt] dev bits per byte at step {final['step']}: {final[DEV_BITS_PER_BYTE]:.4f} "
+            f"(best {best[DEV_BITS_PER_BYTE]:.4f} at step {best['step']})"
+        )
     print(f"[tinygpt] sample:\n{result['sample']}\n")
     for logger in loggers:
         print(f"[tinygpt] {type(logger).__name__} logs: {logger.log_dir}  (tensorboard --logdir outputs)")

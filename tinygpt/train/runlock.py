@@ -27,8 +27,10 @@ class RunFolderBusy(RuntimeError):
     def __init__(self, run_dir: Path, pid: int | None):
         self.run_dir, self.pid = Path(run_dir), pid
         holder = f"process {pid}" if pid else "another process"
-        super().__init__(f"{run_dir} is being written by {holder} (lock {lock_path(run_dir)}); wait for it to "
-                         "finish or stop it: one run folder has one writer")
+        super().__init__(
+            f"{run_dir} is being written by {holder} (lock {lock_path(run_dir)}); wait for it to "
+            "finish or stop it: one run folder has one writer"
+        )
 
 
 def holder_pid(run_dir: str | Path) -> int | None:

@@ -9,8 +9,7 @@ from tinygpt.model import generate
 
 
 class TextSampler(L.Callback):
-    def __init__(self, tokenizer, prompt: str, max_new_tokens: int, temperature: float, top_k: int | None,
-                 seed: int):
+    def __init__(self, tokenizer, prompt: str, max_new_tokens: int, temperature: float, top_k: int | None, seed: int):
         self.tokenizer = tokenizer
         self.prompt = prompt
         self.max_new_tokens = max_new_tokens
@@ -23,11 +22,17 @@ class TextSampler(L.Callback):
         model = pl_module.model
         ids = self.tokenizer.encode(self.prompt) or [0]
         room = model.config.context_length - len(ids)
-        prompt = torch.tensor([ids[-model.config.context_length + 1:]], device=pl_module.device)
+        prompt = torch.tensor([ids[-model.config.context_length + 1 :]], device=pl_module.device)
         # its own generator: sampling must not move the RNG that dropout draws from (exact resume)
         generator = torch.Generator(device=pl_module.device).manual_seed(self.seed)
-        out = generate(model, prompt, min(self.max_new_tokens, max(1, room)), temperature=self.temperature,
-                       top_k=self.top_k, generator=generator)
+        out = generate(
+            model,
+            prompt,
+            min(self.max_new_tokens, max(1, room)),
+            temperature=self.temperature,
+            top_k=self.top_k,
+            generator=generator,
+        )
         return self.tokenizer.decode(out[0].tolist())
 
     def on_validation_end(self, trainer, pl_module):

@@ -41,7 +41,10 @@ def _wsd(step: int, warmup_steps: int, total_steps: int, min_lr_ratio: float, de
 # optim.schedule's names and their shapes after warmup: (step, warmup_steps, total_steps, min_lr_ratio,
 # decay_fraction) -> multiplier, called for 1-based steps past the warmup only.
 SCHEDULES: dict[str, Callable[[int, int, int, float, float], float]] = {
-    "constant": _constant, "cosine": _cosine, "linear": _linear, "wsd": _wsd,
+    "constant": _constant,
+    "cosine": _cosine,
+    "linear": _linear,
+    "wsd": _wsd,
 }
 
 

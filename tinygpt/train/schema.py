@@ -36,13 +36,17 @@ def _is_int(value: Any) -> bool:
 
 @dataclass
 class CheckpointConfig:
-    every_n_steps: int = 50                  # last.ckpt, the full training state
-    keep_every_n_steps: int | None = None    # kept weights-only checkpoints; None: none
+    every_n_steps: int = 50  # last.ckpt, the full training state
+    keep_every_n_steps: int | None = None  # kept weights-only checkpoints; None: none
 
     def __post_init__(self) -> None:
         require(self.every_n_steps > 0, "checkpoint.every_n_steps", self.every_n_steps, "a positive integer")
-        require(self.keep_every_n_steps is None or self.keep_every_n_steps > 0, "checkpoint.keep_every_n_steps",
-                self.keep_every_n_steps, "null or a positive integer")
+        require(
+            self.keep_every_n_steps is None or self.keep_every_n_steps > 0,
+            "checkpoint.keep_every_n_steps",
+            self.keep_every_n_steps,
+            "null or a positive integer",
+        )
 
 
 @dataclass
@@ -53,8 +57,12 @@ class SampleConfig:
     top_k: int | None = None
 
     def __post_init__(self) -> None:
-        require(self.max_new_tokens >= 0, "sample.max_new_tokens", self.max_new_tokens,
-                "a non-negative integer (0: no samples)")
+        require(
+            self.max_new_tokens >= 0,
+            "sample.max_new_tokens",
+            self.max_new_tokens,
+            "a non-negative integer (0: no samples)",
+        )
         require(self.temperature > 0, "sample.temperature", self.temperature, "a positive number")
         require(self.top_k is None or self.top_k > 0, "sample.top_k", self.top_k, "null or a positive integer")
 
@@ -67,8 +75,12 @@ class SweepConfig:
 
     def __post_init__(self) -> None:
         require(self.cpu_jobs >= 1, "sweep.cpu_jobs", self.cpu_jobs, "a positive integer")
-        require(self.simulate_devices is None or self.simulate_devices >= 1, "sweep.simulate_devices",
-                self.simulate_devices, "null or a positive integer")
+        require(
+            self.simulate_devices is None or self.simulate_devices >= 1,
+            "sweep.simulate_devices",
+            self.simulate_devices,
+            "null or a positive integer",
+        )
 
 
 @dataclass
@@ -80,8 +92,12 @@ class StepsConfig:
 
     def __post_init__(self) -> None:
         require(self.max_steps > 0, "trainer.max_steps", self.max_steps, "a positive integer")
-        require(self.val_check_interval > 0, "trainer.val_check_interval", self.val_check_interval,
-                "a positive integer (validate every N optimizer steps)")
+        require(
+            self.val_check_interval > 0,
+            "trainer.val_check_interval",
+            self.val_check_interval,
+            "a positive integer (validate every N optimizer steps)",
+        )
 
 
 @dataclass
@@ -169,14 +185,22 @@ def validate_run_config(cfg: DictConfig) -> RunConfig:
 
     unknown = sorted(set(cfg) - set(RunConfig.__dataclass_fields__) - {"hydra"})
     if unknown:  # a key force-added with +key=... (composition rejects the others)
-        raise ConfigError(f"{unknown[0]} is not a setting: the top-level keys are "
-                          f"{', '.join(RunConfig.__dataclass_fields__)} (tinygpt/train/schema.py's RunConfig)")
+        raise ConfigError(
+            f"{unknown[0]} is not a setting: the top-level keys are "
+            f"{', '.join(RunConfig.__dataclass_fields__)} (tinygpt/train/schema.py's RunConfig)"
+        )
     seed = cfg.seed
     require(_is_int(seed) and 0 <= seed < SEED_LIMIT, "seed", seed, f"an integer in [0, {SEED_LIMIT})")
-    _typed(StepsConfig, {"max_steps": cfg.trainer.max_steps, "val_check_interval": cfg.trainer.val_check_interval},
-           "trainer")
+    _typed(
+        StepsConfig,
+        {"max_steps": cfg.trainer.max_steps, "val_check_interval": cfg.trainer.val_check_interval},
+        "trainer",
+    )
     run = RunConfig(
-        name=cfg.get("name", "default"), seed=seed, lr=cfg.get("lr", 1e-3), resume=cfg.get("resume", "auto"),
+        name=cfg.get("name", "default"),
+        seed=seed,
+        lr=cfg.get("lr", 1e-3),
+        resume=cfg.get("resume", "auto"),
         ckpt_path=cfg.get("ckpt_path"),
         checkpoint=_typed(CheckpointConfig, cfg.checkpoint, "checkpoint"),
         sample=_typed(SampleConfig, cfg.sample, "sample"),
@@ -185,7 +209,10 @@ def validate_run_config(cfg: DictConfig) -> RunConfig:
         score_once=_typed(ScoreOnceSchema, cfg.get("score_once", {}), "score_once"),
         speed=_typed(SpeedSchema, cfg.get("speed", {}), "speed"),
         sweep=_typed(SweepConfig, cfg.get("sweep", {}), "sweep"),
-        model=cfg.model, data=cfg.data, optim=_typed(OptimConfig, cfg.optim, "optim"), trainer=cfg.trainer,
+        model=cfg.model,
+        data=cfg.data,
+        optim=_typed(OptimConfig, cfg.optim, "optim"),
+        trainer=cfg.trainer,
         logger=cfg.get("logger"),
     )
     from tinygpt.train.speedups import SpeedConfig

@@ -34,9 +34,24 @@ from tinygpt.common.run_folder import append_evaluations, now, read_evaluations,
 from tinygpt.train.schema import ConfigError
 
 # config keys (prefixes) that say where or how a run executes, not what it trains: outside the recipe
-NOT_RECIPE = ("name", "resume", "ckpt_path", "progress", "sweep", "speed", "sample", "logger", "score_once",
-              "data.root", "trainer.devices", "trainer.accelerator", "trainer.enable_progress_bar",
-              "trainer.log_every_n_steps", "trainer.deterministic", "checkpoint.every_n_steps")
+NOT_RECIPE = (
+    "name",
+    "resume",
+    "ckpt_path",
+    "progress",
+    "sweep",
+    "speed",
+    "sample",
+    "logger",
+    "score_once",
+    "data.root",
+    "trainer.devices",
+    "trainer.accelerator",
+    "trainer.enable_progress_bar",
+    "trainer.log_every_n_steps",
+    "trainer.deterministic",
+    "checkpoint.every_n_steps",
+)
 
 
 class AlreadyScored(RuntimeError):
@@ -56,8 +71,7 @@ def flatten(node: Mapping, prefix: str = "") -> dict:
 
 def recipe_switches(config: Mapping) -> dict:
     """The resolved config as dotted keys, less the execution-only keys (``NOT_RECIPE``)."""
-    return {k: v for k, v in flatten(config).items()
-            if not any(k == p or k.startswith(p + ".") for p in NOT_RECIPE)}
+    return {k: v for k, v in flatten(config).items() if not any(k == p or k.startswith(p + ".") for p in NOT_RECIPE)}
 
 
 def pre_registration(config: Mapping) -> dict | None:
@@ -67,22 +81,27 @@ def pre_registration(config: Mapping) -> dict | None:
     steps, recipe = list(node.get("steps") or []), node.get("recipe")
     if not steps:
         if recipe:
-            raise ConfigError(f"score_once.recipe={recipe!r} is given without score_once.steps: pre-register the "
-                              "held-out scoring step(s) too, e.g. score_once.steps=[4000]")
+            raise ConfigError(
+                f"score_once.recipe={recipe!r} is given without score_once.steps: pre-register the "
+                "held-out scoring step(s) too, e.g. score_once.steps=[4000]"
+            )
         return None
     max_steps = config["trainer"]["max_steps"]
     keep = (config.get("checkpoint") or {}).get("keep_every_n_steps")
     for step in steps:
         if not (isinstance(step, int) and not isinstance(step, bool) and 0 < step <= max_steps):
-            raise ConfigError(f"score_once.steps={steps} is not allowed: each must be an integer in "
-                              f"[1, trainer.max_steps={max_steps}]")
+            raise ConfigError(
+                f"score_once.steps={steps} is not allowed: each must be an integer in "
+                f"[1, trainer.max_steps={max_steps}]"
+            )
         if step != max_steps and not (keep and step % keep == 0):
-            raise ConfigError(f"score_once.steps: step {step} will have no checkpoint to score (checkpoint."
-                              f"keep_every_n_steps={keep} keeps none there; only steps it divides, and the last)")
+            raise ConfigError(
+                f"score_once.steps: step {step} will have no checkpoint to score (checkpoint."
+                f"keep_every_n_steps={keep} keeps none there; only steps it divides, and the last)"
+            )
     if len(set(steps)) != len(steps):
         raise ConfigError(f"score_once.steps={steps} is not allowed: a step is listed twice")
-    return {"steps": sorted(steps), "recipe": recipe, "switches": recipe_switches(config),
-            "registered_at": now()}
+    return {"steps": sorted(steps), "recipe": recipe, "switches": recipe_switches(config), "registered_at": now()}
 
 
 def check_pre_registration(previous: Mapping | None, registration: dict | None) -> dict | None:
@@ -94,24 +113,32 @@ def check_pre_registration(previous: Mapping | None, registration: dict | None) 
     started = bool(previous.get("curve")) or previous.get("step")
     if before is None:
         if registration is not None and started:
-            raise ConfigError(f"score_once.steps={registration['steps']}: this run trained without a pre-registered "
-                              f"scoring step (run.json in {previous.get('run_dir', 'its folder')}); steps chosen now "
-                              "are not pre-registered. Start a new run with them")
+            raise ConfigError(
+                f"score_once.steps={registration['steps']}: this run trained without a pre-registered "
+                f"scoring step (run.json in {previous.get('run_dir', 'its folder')}); steps chosen now "
+                "are not pre-registered. Start a new run with them"
+            )
         return registration
     if registration is None:
-        raise ConfigError(f"score_once.steps: this run pre-registered steps {before['steps']} on "
-                          f"{before['registered_at']}; resume it with score_once.steps={before['steps']}")
+        raise ConfigError(
+            f"score_once.steps: this run pre-registered steps {before['steps']} on "
+            f"{before['registered_at']}; resume it with score_once.steps={before['steps']}"
+        )
     for field in ("steps", "recipe"):
         if before[field] != registration[field]:
-            raise ConfigError(f"score_once.{field}={registration[field]!r} differs from the pre-registered "
-                              f"{before[field]!r} (run.json, {before['registered_at']}); resume with the registered "
-                              "value, or start a new run")
+            raise ConfigError(
+                f"score_once.{field}={registration[field]!r} differs from the pre-registered "
+                f"{before[field]!r} (run.json, {before['registered_at']}); resume with the registered "
+                "value, or start a new run"
+            )
     old, new = before["switches"], registration["switches"]
     for key in sorted(set(old) | set(new)):
         if old.get(key, "<unset>") != new.get(key, "<unset>"):
-            raise ConfigError(f"{key}={new.get(key, '<unset>')!r} differs from the pre-registered recipe's "
-                              f"{old.get(key, '<unset>')!r} (score_once in run.json, {before['registered_at']}); "
-                              "resume with the registered recipe, or start a new run")
+            raise ConfigError(
+                f"{key}={new.get(key, '<unset>')!r} differs from the pre-registered recipe's "
+                f"{old.get(key, '<unset>')!r} (score_once in run.json, {before['registered_at']}); "
+                "resume with the registered recipe, or start a new run"
+            )
     return {**registration, "registered_at": before["registered_at"]}
 
 
@@ -132,16 +159,18 @@ def ledger(run_dir: Path) -> list[dict]:
     return [r for r in read_evaluations(run_dir) if r.get("split") == "test" and r.get("step") is not None]
 
 
-def check_scoring(run_dir: Path, planned: list[dict], registered_steps: list[int] | None, force: bool,
-                  reason: str | None) -> None:
+def check_scoring(
+    run_dir: Path, planned: list[dict], registered_steps: list[int] | None, force: bool, reason: str | None
+) -> None:
     """Refuse, before anything is written, a held-out scoring of a checkpoint this run already scored or (with
     pre-registered steps) one at another step, unless forced with a reason. ``planned``: one dict per checkpoint
     with its ``checkpoint`` path, ``step`` and ``weights_sha256``."""
     if force and not (reason and str(reason).strip()):
         raise ConfigError('force=true needs a non-empty reason="..." (it is recorded with the scoring)')
     if not force and reason:
-        raise ConfigError(f"reason={reason!r} is given without force=true: a reason is only recorded with a "
-                          "forced scoring")
+        raise ConfigError(
+            f"reason={reason!r} is given without force=true: a reason is only recorded with a forced scoring"
+        )
     if force:
         return
     earlier = ledger(run_dir)
@@ -152,12 +181,14 @@ def check_scoring(run_dir: Path, planned: list[dict], registered_steps: list[int
                 raise AlreadyScored(
                     f"run {run_dir}: checkpoint {plan['checkpoint']} (step {plan['step']}) was already scored on the "
                     f"held-out split at {row.get('time', 'an unrecorded time')} ({same} as {row.get('checkpoint')}); "
-                    'score once: a second scoring needs force=true reason="..."')
+                    'score once: a second scoring needs force=true reason="..."'
+                )
         if registered_steps and plan["step"] not in registered_steps:
             raise AlreadyScored(
                 f"run {run_dir}: checkpoint {plan['checkpoint']} is at step {plan['step']}, not a pre-registered "
                 f"scoring step {registered_steps} (score_once in run.json); pick that step's checkpoint, or "
-                'force=true reason="..."')
+                'force=true reason="..."'
+            )
 
 
 def record_scoring(run_dir: Path, row: dict, stamp: str | None = None) -> None:
@@ -167,7 +198,6 @@ def record_scoring(run_dir: Path, row: dict, stamp: str | None = None) -> None:
     append_evaluations(run_dir, [row])
     record = read_record(run_dir)
     if record is not None:
-        entry = {k: row.get(k) for k in ("time", "checkpoint", "step", "weights_sha256", "forced", "reason",
-                                         "source")}
+        entry = {k: row.get(k) for k in ("time", "checkpoint", "step", "weights_sha256", "forced", "reason", "source")}
         record["held_out_scorings"] = [*record.get("held_out_scorings", []), entry]
         write_record(run_dir, record)

@@ -54,8 +54,10 @@ class SpeedConfig:
             if value not in allowed:
                 raise ValueError(f"speed.{name}={value!r} is not allowed: must be one of {', '.join(allowed)}")
         if self.loss_chunk is not None and (not isinstance(self.loss_chunk, int) or self.loss_chunk <= 0):
-            raise ValueError(f"speed.loss_chunk={self.loss_chunk!r} is not allowed: must be a positive number "
-                             "of tokens, or null for automatic")
+            raise ValueError(
+                f"speed.loss_chunk={self.loss_chunk!r} is not allowed: must be a positive number "
+                "of tokens, or null for automatic"
+            )
         if not isinstance(self.compile, bool):
             raise ValueError(f"speed.compile={self.compile!r} is not allowed: must be true or false")
 
@@ -70,8 +72,10 @@ class SpeedConfig:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
-            raise ValueError(f"speed.{unknown[0]} is not a speed switch: the switches are {', '.join(sorted(known))} "
-                             "(and speed.peak_flops)")
+            raise ValueError(
+                f"speed.{unknown[0]} is not a speed switch: the switches are {', '.join(sorted(known))} "
+                "(and speed.peak_flops)"
+            )
         return cls(**values)
 
 
@@ -86,5 +90,4 @@ def apply_to_model(model: nn.Module, config: SpeedConfig) -> None:
 
 def optimizer_flags(config: SpeedConfig) -> dict[str, bool]:
     """torch.optim.AdamW's keyword arguments for the chosen implementation."""
-    return {"fused": {"fused": True}, "foreach": {"foreach": True},
-            "for_loop": {"foreach": False}}[config.optimizer]
+    return {"fused": {"fused": True}, "foreach": {"foreach": True}, "for_loop": {"foreach": False}}[config.optimizer]
