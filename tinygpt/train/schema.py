@@ -131,7 +131,7 @@ class SpeedSchema:
     loss_chunk: int | None = None
     attention: str = "explicit"
     compile: bool = False
-    projections: str = "fused"
+    projections: str = "separate"
     optimizer: str = "fused"
     peak_flops: dict[str, float] = field(default_factory=dict)
 

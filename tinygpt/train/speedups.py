@@ -44,7 +44,7 @@ class SpeedConfig:
     loss: str = "chunked"
     loss_chunk: int | None = None
     attention: str = "explicit"
-    projections: str = "fused"
+    projections: str = "separate"
     compile: bool = False
     optimizer: str = "fused"
 
