@@ -33,6 +33,7 @@ test: install
 
 lint: install
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 tensorboard: install
 	$(VENV)/bin/tensorboard --logdir outputs
