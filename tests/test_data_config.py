@@ -44,6 +44,7 @@ def test_group_and_plain_overrides_compose(config_dir):
     assert config.fraction == 0.5  # the plain key, given last, wins over the group choice
     assert DataConfig.from_any(data_node(config_dir, "data/fraction=quarter")).fraction == 0.25
     assert DataConfig.from_any(data_node(config_dir, "data.fraction=quarter")).fraction == 0.25
+    assert DataConfig.from_any(data_node(config_dir, "data.fraction=1")).fraction == 1.0
 
 
 @pytest.mark.parametrize("tokenizer", ["char", "bytes", "bpe", "gpt2"])
@@ -73,3 +74,24 @@ def test_shakespeare_and_timemachine_are_single_files(config_dir):
     ):
         config = DataConfig.from_any(data_node(config_dir, f"data={name}"))
         assert config.corpus == "file" and config.path == path
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"bacth_size": 8}, r"^data\.bacth_size: Key 'bacth_size' not in 'DataSchema'; allowed: name, root, corpus"),
+        ({"tokenizer": {"name": "bpe", "vocab": 512}}, r"^data\.tokenizer\.vocab: .*; allowed: name, vocab_size$"),
+        ({"batch_size": "eight"}, r"^data\.batch_size: .*could not be converted to Integer$"),
+        ({"test_documents": "a.txt"}, r"^data\.test_documents: "),
+    ],
+)
+def test_a_plain_dict_is_held_to_the_same_schema(data, message):
+    """Python callers (baselines, scripts, tests) pass plain dicts; from_any checks them against DataSchema too."""
+    with pytest.raises(DataError, match=message):
+        DataConfig.from_any(data)
+
+
+def test_a_plain_dict_gets_the_same_defaults_as_the_dataclass():
+    config = DataConfig.from_any({"name": "textfile", "path": "book.txt", "fraction": "half"})
+    assert config == DataConfig(name="textfile", path="book.txt", fraction=0.5)
+    assert config.test_documents == () and config.fraction == 0.5 and config.tokenizer.name == "char"

@@ -78,10 +78,10 @@ def test_tokenizer_registry_gives_names_errors_and_dispatch(monkeypatch):
         "raw",
         TokenizerKind(lambda c, t, r: BytesTokenizer(), lambda payload: BytesTokenizer(), needs_fitting=True),
     )
-    assert TokenizerConfig.from_mapping({"name": "raw"}).needs_fitting
+    assert TokenizerConfig(name="raw").needs_fitting
     assert isinstance(tokenizer_from_json('{"kind": "raw"}'), BytesTokenizer)
     with pytest.raises(DataError, match=r"\['char', 'bytes', 'bpe', 'gpt2', 'raw'\]"):
-        TokenizerConfig.from_mapping({"name": "wordpiece"})
+        TokenizerConfig(name="wordpiece")
     with pytest.raises(DataError, match="char, bytes, bpe, gpt2, raw"):
         tokenizer_from_json('{"kind": "wordpiece"}')
 

@@ -1,16 +1,21 @@
 """The `data` config group, read into one validated, typed object.
 
 The Hydra group conf/data/ is flat on purpose (`data.fraction=half`, `data.dev=documents` are easy overrides).
-DataConfig checks every field once, up front, so that a typo or an impossible combination fails with the
-field's name and the allowed values instead of surfacing later as a confusing shape error.
+DataConfig lists the fields once; Hydra's schema is that list unfrozen, and DataConfig.from_any loads through
+the same schema, so a misspelled key or a wrong type fails the same way from a yaml, an override or a plain
+dict. The values and their combinations are checked once, on construction, so that an impossible setting fails
+with the field's name and the allowed values instead of surfacing later as a confusing shape error.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass, make_dataclass
 from typing import Any
+
+from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
 from tinygpt.data.errors import DataError
 
@@ -44,37 +49,29 @@ def parse_fraction(value: Any) -> float:
 
 @dataclass(frozen=True)
 class TokenizerConfig:
-    name: str = "char"
-    vocab_size: int | None = None  # bpe only: the size to train to (default 2048)
+    """data.tokenizer; the name is checked against the registry on construction."""
 
-    @staticmethod
-    def from_mapping(raw: Any) -> TokenizerConfig:
-        if isinstance(raw, str):  # tolerate `tokenizer: bytes` written by hand
-            raw = {"name": raw}
-        if not isinstance(raw, Mapping):
-            raise DataError(f"data.tokenizer={raw!r}: expected a mapping like {{name: char}}")
-        unknown = set(raw) - {"name", "vocab_size"}
-        if unknown:
-            raise DataError(f"data.tokenizer has unknown keys {sorted(unknown)}; allowed: name, vocab_size")
-        name = raw.get("name")
+    name: str = "char"  # a name in tinygpt/data/tokenizers.py's TOKENIZERS
+    vocab_size: int | None = None  # bpe only: the size to train to (null: 2048)
+
+    def __post_init__(self) -> None:
         from tinygpt.data.tokenizers import TOKENIZERS  # the registry of names (it imports this module's types)
 
-        if name not in TOKENIZERS:
-            raise DataError(f"data.tokenizer.name={name!r}: unknown tokenizer; choose one of {list(TOKENIZERS)}")
-        vocab_size = raw.get("vocab_size")
-        if name == "bpe":
-            vocab_size = DEFAULT_BPE_VOCAB if vocab_size is None else vocab_size
-            if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 257:
+        if self.name not in TOKENIZERS:
+            raise DataError(f"data.tokenizer.name={self.name!r}: unknown tokenizer; choose one of {list(TOKENIZERS)}")
+        if self.name == "bpe":
+            if self.vocab_size is None:
+                object.__setattr__(self, "vocab_size", DEFAULT_BPE_VOCAB)  # frozen: filled in once, here
+            if self.vocab_size < 257:
                 raise DataError(
-                    f"data.tokenizer.vocab_size={vocab_size!r}: byte-level BPE starts from the 256 byte "
+                    f"data.tokenizer.vocab_size={self.vocab_size!r}: byte-level BPE starts from the 256 byte "
                     "values, so the vocabulary must be an integer of at least 257"
                 )
-        elif vocab_size is not None:
+        elif self.vocab_size is not None:
             raise DataError(
-                f"data.tokenizer.vocab_size={vocab_size!r}: only bpe takes a vocab_size; {name}'s is "
+                f"data.tokenizer.vocab_size={self.vocab_size!r}: only bpe takes a vocab_size; {self.name}'s is "
                 "fixed by its definition (char: the fit text's characters + 1, bytes: 256, gpt2: 50257)"
             )
-        return TokenizerConfig(name=name, vocab_size=vocab_size)
 
     @property
     def needs_fitting(self) -> bool:
@@ -86,44 +83,59 @@ class TokenizerConfig:
 
 @dataclass(frozen=True)
 class DataConfig:
-    name: str = "timemachine"
-    root: str | None = None
-    corpus: str = "file"
-    path: str = "timemachine/timemachine.txt"
-    glob: str | None = None
+    """The `data` group's fields, types and defaults, written once: DataSchema is this list for Hydra.
+
+    root, test_*, split_seed, dev_fraction, split_unit and the batch sizes default to the settings every corpus
+    shares, so conf/data/<corpus>.yaml leaves them out. It sets the rest (name, corpus, path, glob, dev, dev_k),
+    whose defaults are the Time Machine's, the default corpus, for Python callers that pass a partial dict."""
+
+    name: str = "timemachine"  # a corpus in tinygpt/data/sources.py's NAMED_CORPORA, or textfile | textdir
+    root: str | None = None  # the data root; null: $TINYGPT_DATA, else ~/.cache/tinygpt
+    corpus: str = "file"  # file | dir
+    path: str = "timemachine/timemachine.txt"  # the file or directory, relative to the data root or absolute
+    glob: str | None = None  # dir corpora: the documents
+    # Held-out test: a file corpus holds out its last test_fraction; a directory corpus the listed
+    # test_documents, else a seeded (split_seed) choice of test_k documents. Read only when scored.
     test_fraction: float = 0.1
     test_documents: tuple[str, ...] = ()
     test_k: int = 2
     split_seed: int = 0
-    dev: str = "tail"
+    dev: str = "tail"  # tail | documents | none
     dev_fraction: float = 0.1
-    dev_k: int = 10
-    split_unit: str = "chars"
+    dev_k: int = 10  # dev=documents only
+    split_unit: str = "chars"  # chars | tokens (tokens needs a tokenizer fixed in advance: bytes, gpt2)
     batch_size: int = 32
     eval_batch_size: int = 32
-    fraction: float = 1.0
+    fraction: float | int | str = 1.0  # a number in (0, 1] or quarter | half | full; a float once constructed
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fraction", parse_fraction(self.fraction))  # frozen: normalized once, here
+        object.__setattr__(self, "test_documents", tuple(self.test_documents))
+        self.validate()
 
     @staticmethod
     def from_any(cfg: Any) -> DataConfig:
-        """Read the `data` node of a Hydra config (a DictConfig) or a plain dict with the same keys."""
+        """Read the `data` node of a Hydra config (a DictConfig) or a plain dict with the same keys.
+
+        Both are merged onto the schema node Hydra merges a corpus yaml onto, so OmegaConf rejects an unknown
+        key or a wrong type, naming it; construction then checks the values."""
         if isinstance(cfg, DataConfig):
             return cfg
-        raw = _to_plain_dict(cfg)
-        allowed = set(DataConfig.__dataclass_fields__)
-        unknown = set(raw) - allowed
-        if unknown:
-            raise DataError(f"data has unknown keys {sorted(unknown)}; allowed keys: {sorted(allowed)}")
-        values = dict(raw)
-        values["tokenizer"] = TokenizerConfig.from_mapping(values.get("tokenizer", {"name": "char"}))
-        values["fraction"] = parse_fraction(values.get("fraction", 1.0))
-        values["test_documents"] = tuple(values.get("test_documents") or ())
-        config = DataConfig(**values)
-        config.validate()
-        return config
+        if OmegaConf.is_config(cfg):  # interpolations resolve against the whole config, so before the merge
+            cfg = OmegaConf.to_container(cfg, resolve=True)
+        if not isinstance(cfg, Mapping):
+            raise DataError(f"data config must be a mapping (the `data` node of the Hydra config), got {type(cfg)}")
+        try:
+            values = OmegaConf.to_container(OmegaConf.merge(_schema(), cfg))
+        except OmegaConfBaseException as err:
+            raise DataError(_schema_error(err)) from None
+        given = {key: values[key] for key in cfg}  # a key left out takes DataConfig's default, name and path too
+        return DataConfig(**{**given, "tokenizer": TokenizerConfig(**values["tokenizer"])})
 
     def validate(self) -> None:
-        if self.path in (None, "???", ""):
+        """The values and their combinations (the types are the schema's)."""
+        if self.path in ("???", ""):
             raise DataError(
                 f"data.path is required for data={self.name}: give the corpus file or directory, "
                 "relative to the data root or absolute (e.g. data.path=/home/me/book.txt)"
@@ -137,8 +149,8 @@ class DataConfig:
             _check_int(f"data.{name}", getattr(self, name), minimum=0)
         for name in ("dev_k", "batch_size", "eval_batch_size"):
             _check_int(f"data.{name}", getattr(self, name), minimum=1)
-        if not all(isinstance(doc, str) and doc for doc in self.test_documents):
-            raise DataError(f"data.test_documents={list(self.test_documents)}: expected a list of file names")
+        if not all(self.test_documents):
+            raise DataError(f"data.test_documents={list(self.test_documents)}: expected non-empty file names")
         if self.corpus == "file":
             if self.dev == "documents":
                 raise DataError(
@@ -158,57 +170,50 @@ class DataConfig:
             )
 
 
-@dataclass
-class TokenizerSchema:
-    """data.tokenizer's types (TokenizerConfig.from_mapping checks the values)."""
+def _unfrozen(config: type, name: str, **nested: type) -> type:
+    """``config``'s fields, types and defaults as a plain dataclass called ``name``: the schema Hydra merges
+    each corpus yaml and every override into, which OmegaConf would make read-only for a frozen dataclass.
+    ``nested`` names the schema of each field whose type is itself a frozen config."""
+    return make_dataclass(
+        name,
+        [
+            (f.name, nested[f.name], field(default_factory=nested[f.name]))
+            if f.name in nested
+            else (f.name, f.type, field(default=f.default))
+            for f in fields(config)
+        ],
+        namespace={"__module__": __name__, "__doc__": f"{config.__name__}'s fields, unfrozen: Hydra's schema."},
+    )
 
-    name: str = "char"  # a name in tinygpt/data/tokenizers.py's TOKENIZERS
-    vocab_size: int | None = None  # bpe only
+
+# Stored as data/schema, first in every conf/data/*.yaml's defaults: each key typed, so a misspelled key or a
+# wrong type fails at composition, naming it.
+TokenizerSchema = _unfrozen(TokenizerConfig, "TokenizerSchema")
+DataSchema = _unfrozen(DataConfig, "DataSchema", tokenizer=TokenizerSchema)
 
 
-@dataclass
-class DataSchema:
-    """The `data` group's schema (stored as data/schema, first in every conf/data/*.yaml's defaults): each key
-    typed, so a misspelled key or a wrong type fails at composition, naming it. The values here are the
-    settings every corpus shares, written once; DataConfig.from_any checks the values and the combinations."""
-
-    name: str = "???"
-    root: str | None = None  # the data root; null: $TINYGPT_DATA, else ~/.cache/tinygpt
-    corpus: str = "file"  # file | dir
-    path: str = "???"  # the file or directory, relative to the data root or absolute
-    glob: str | None = None  # dir corpora: the documents
-    # Held-out test: a file corpus holds out its last test_fraction; a directory corpus the listed
-    # test_documents, else a seeded (split_seed) choice of test_k documents. Read only when scored.
-    test_fraction: float = 0.1
-    test_documents: list[str] = field(default_factory=list)
-    test_k: int = 2
-    split_seed: int = 0
-    dev: str = "tail"  # tail | documents | none
-    dev_fraction: float = 0.1
-    dev_k: int = 10  # dev=documents only
-    split_unit: str = "chars"  # chars | tokens (tokens needs a tokenizer fixed in advance: bytes, gpt2)
-    batch_size: int = 32
-    eval_batch_size: int = 32
-    fraction: Any = 1.0  # a number in (0, 1] or quarter | half | full (parse_fraction)
-    tokenizer: TokenizerSchema = field(default_factory=TokenizerSchema)
+def _schema() -> DictConfig:
+    """DataSchema with name and path required: every corpus yaml gives both, and the `path: ???` of textfile
+    and textdir must stay missing (merging ??? does not write over a default) so that a run fails naming it."""
+    node = OmegaConf.structured(DataSchema)
+    node.name = node.path = MISSING
+    return node
 
 
 def register_data_schema() -> None:
     from hydra.core.config_store import ConfigStore
 
-    ConfigStore.instance().store(group="data", name="schema", node=DataSchema)
+    ConfigStore.instance().store(group="data", name="schema", node=_schema())
 
 
-def _to_plain_dict(cfg: Any) -> dict:
-    try:
-        from omegaconf import DictConfig, OmegaConf
-    except ImportError:  # pragma: no cover - omegaconf is a dependency
-        DictConfig = ()  # type: ignore[assignment]
-    if DictConfig and isinstance(cfg, DictConfig):
-        cfg = OmegaConf.to_container(cfg, resolve=True)
-    if not isinstance(cfg, Mapping):
-        raise DataError(f"data config must be a mapping (the `data` node of the Hydra config), got {type(cfg)}")
-    return dict(cfg)
+def _schema_error(err: OmegaConfBaseException) -> str:
+    """OmegaConf's first line, after the key as `data.<key>`; an unknown key also gets the keys allowed there."""
+    where = f"data.{err.full_key}" if getattr(err, "full_key", None) else "data"
+    message = f"{where}: {str(err).strip().splitlines()[0]}"
+    schema = getattr(err, "object_type", None)
+    if isinstance(err, ConfigKeyError) and is_dataclass(schema):
+        message += f"; allowed: {', '.join(f.name for f in fields(schema))}"
+    return message
 
 
 def _check_choice(field_name: str, value: Any, allowed: tuple[str, ...]) -> None:
@@ -216,13 +221,12 @@ def _check_choice(field_name: str, value: Any, allowed: tuple[str, ...]) -> None
         raise DataError(f"{field_name}={value!r}: choose one of {list(allowed)}")
 
 
-def _check_unit_interval(field_name: str, value: Any, *, allow_zero: bool) -> None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (0 <= value < 1)
-    if not ok or (value == 0 and not allow_zero):
+def _check_unit_interval(field_name: str, value: float, *, allow_zero: bool) -> None:
+    if not (0 <= value < 1) or (value == 0 and not allow_zero):
         interval = "[0, 1)" if allow_zero else "(0, 1)"
         raise DataError(f"{field_name}={value!r}: must be a number in {interval}")
 
 
-def _check_int(field_name: str, value: Any, *, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+def _check_int(field_name: str, value: int, *, minimum: int) -> None:
+    if value < minimum:
         raise DataError(f"{field_name}={value!r}: must be an integer >= {minimum}")
