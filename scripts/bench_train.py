@@ -43,6 +43,7 @@ from tinygpt.model.families import flops_per_token
 from tinygpt.train.module import GPTModule
 from tinygpt.train.optim import OptimConfig, build_optimizer
 from tinygpt.train.run import model_config
+from tinygpt.train.speed import compute_dtype, matmul_peak
 from tinygpt.train.speedups import SpeedConfig, optimizer_flags
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
@@ -55,21 +56,6 @@ SHAPES = {
     "since_gpt2": ["experiment=since_gpt2"],
 }
 PRECISIONS = ("32-true", "bf16-mixed")
-
-
-def matmul_peak(precision: str, n: int = 2048, repeats: int = 5) -> float:
-    """FLOP/s of the best of `repeats` n x n matmuls in the precision's compute dtype."""
-    dtype = torch.bfloat16 if precision == "bf16-mixed" else torch.float32
-    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
-    a @ b
-    best = min(_timed(lambda: a @ b) for _ in range(repeats))
-    return 2 * n**3 / best
-
-
-def _timed(fn) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
 
 
 class StepTimes(L.Callback):
@@ -172,7 +158,7 @@ def main() -> None:
     peaks: dict[str, list[float]] = {p: [] for p in precisions}
     for round_ in range(args.repeats):
         for precision in precisions:
-            peaks[precision].append(matmul_peak(precision))
+            peaks[precision].append(matmul_peak(compute_dtype(precision)))
         for (name, variant), (cfg, datamodule) in settings.items():
             config = model_config(cfg, datamodule.vocab_size)
             optim = vars(OptimConfig.from_omegaconf(cfg.optim))

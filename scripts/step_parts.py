@@ -5,9 +5,9 @@ optimizer step (with clipping), and MFU, for character and BPE tokens.
     python scripts/step_parts.py --steps 2 --warmup 1 experiment=smoke     # a quick check of the script
 
 Each part is timed on its own clock around the same calls the training loop makes (on a GPU, after a
-synchronize), averaged over --steps after --warmup. MFU = tokens/s x (6N + 12·L·T·D) / speed.peak_flops, the
-measured peak of the machine (conf/train.yaml). Speed is measured here, never in tests; figures taken on a
-loaded machine are not figures.
+synchronize), averaged over --steps after --warmup. MFU = tokens/s x (6N + 12·L·T·D) / the machine's peak:
+speed.peak_flops if set, else a matmul timed in this process (tinygpt/train/speed.py). Speed is measured
+here, never in tests; figures taken on a loaded machine are not figures.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from tinygpt.model import families
 from tinygpt.train.module import GPTModule
 from tinygpt.train.optim import OptimConfig, build_optimizer
 from tinygpt.train.run import model_config
+from tinygpt.train.speed import compute_dtype, matmul_peak
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 PARTS = ("batch", "forward", "backward", "optimizer")
@@ -70,7 +71,7 @@ def time_parts(cfg, steps: int, warmup: int, device: str) -> dict:
     per_step = {part: seconds / steps for part, seconds in totals.items()}
     tokens = x.numel()
     step_s = sum(per_step.values())
-    peak = cfg.speed.peak_flops.get(str(cfg.trainer.precision))
+    peak = cfg.speed.peak_flops or matmul_peak(compute_dtype(str(cfg.trainer.precision)))
     rate = tokens / step_s
     return {
         "tokenizer": cfg.data.tokenizer.name,

@@ -69,7 +69,9 @@ def build_callbacks(cfg, run: RunConfig, run_dir: Path, module: GPTModule, datam
         LastCheckpoint(ckpt_dir, run.checkpoint.every_n_steps, cfg.trainer.val_check_interval, datamodule.has_dev),
         OptimizerStepAxis(),
         SpeedMonitor(
-            families.flops_per_token(module.model), peak_flops=run.speed.peak_flops.get(str(cfg.trainer.precision))
+            families.flops_per_token(module.model),
+            peak_flops=run.speed.peak_flops,  # None: measured at the start of training
+            precision=str(cfg.trainer.precision),
         ),
         TextSampler(
             datamodule.tokenizer,

@@ -125,7 +125,8 @@ class ScoreOnceSchema:
 @dataclass
 class SpeedSchema:
     """The `speed` node's types; tinygpt/train/speedups.py's SpeedConfig checks the switches' values, and
-    peak_flops (FLOP/s per trainer.precision) is MFU's denominator (tinygpt/train/speed.py)."""
+    peak_flops (FLOP/s in the run's trainer.precision; null: measured by the run) is MFU's denominator
+    (tinygpt/train/speed.py)."""
 
     loss: str = "chunked"
     loss_chunk: int | None = None
@@ -133,7 +134,7 @@ class SpeedSchema:
     compile: bool = False
     projections: str = "separate"
     optimizer: str = "fused"
-    peak_flops: dict[str, float] = field(default_factory=dict)
+    peak_flops: float | None = None
 
 
 @dataclass

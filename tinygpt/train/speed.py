@@ -1,10 +1,13 @@
 """Tokens per second and model FLOPs utilization (MFU), logged every step.
 
 FLOPs per token (tinygpt/model/families.py, passed in by the run) follow 003 and PaLM: 6N for the parameters, plus
-12·L·T·D for attention's own scores and weighted sums. MFU divides the achieved rate by a *measured* peak
-of the machine (``speed.peak_flops``), never a datasheet number: on this project's 2-core CPU, 205 GFLOP/s
-fp32 and 865 GFLOP/s bf16 from a large matmul. Lightning's ThroughputMonitor only knows GPU datasheet
-peaks and logs outside ``self.log`` (so not in the progress bar), hence this small callback.
+12·L·T·D for attention's own scores and weighted sums. MFU divides the achieved rate by a *measured* peak of the
+machine, never a datasheet number or another machine's figure: ``speed.peak_flops.<precision>`` when the user has
+measured it, else a large matmul in the run's compute dtype timed by this process at the start of training (about
+a second). The project's own 2-core machines differ by 2x in fp32 (205 vs 107 GFLOP/s) and by 3,000x in bf16
+(AVX-512 BF16 or not), so a peak written into the config would be wrong on the next machine. Lightning's
+ThroughputMonitor only knows GPU datasheet peaks and logs outside ``self.log`` (so not in the progress bar), hence
+this small callback.
 """
 
 from __future__ import annotations
@@ -13,15 +16,67 @@ import time
 from collections import deque
 
 import lightning as L
+import torch
+
+MAX_SIDE = 2048  # the largest matmul side tried: a 2048^3 fp32 matmul is 17 GFLOP, about 0.1 s on 2 CPU cores
+MIN_SECONDS = 0.02  # grow the side until one matmul takes this long (about 0.15 s per run in all), so a slow
+# dtype (bf16 without hardware support: 0.28 GFLOP/s) is measured in a fraction of a second, not a minute
+
+
+def matmul_peak(dtype: torch.dtype, device: torch.device | str = "cpu", repeats: int = 3) -> float:
+    """FLOP/s of the best of ``repeats`` square matmuls in ``dtype`` on ``device``: the side doubles from 256 up to
+    MAX_SIDE until one takes MIN_SECONDS, so the figure is the machine's rate on a matmul large enough to be
+    compute-bound, found in bounded time. The operands come from a generator of their own: the run's random
+    state (dropout, batches) is the same with or without this measurement."""
+    device = torch.device(device)
+    generator = torch.Generator(device=device).manual_seed(0)
+    side = 256
+    while True:
+        a = torch.randn(side, side, device=device, generator=generator).to(dtype)
+        b = torch.randn(side, side, device=device, generator=generator).to(dtype)
+        _timed(a, b, device)  # allocation and kernel selection
+        best = min(_timed(a, b, device) for _ in range(repeats))
+        if best >= MIN_SECONDS or side >= MAX_SIDE:
+            return 2 * side**3 / best
+        side *= 2
+
+
+def _timed(a: torch.Tensor, b: torch.Tensor, device: torch.device) -> float:
+    start = time.perf_counter()
+    a @ b
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - start
+
+
+def compute_dtype(precision: str) -> torch.dtype:
+    """The dtype a trainer.precision runs its matmuls in: bf16 or fp16 under mixed or true half, else fp32."""
+    if precision.startswith("bf16"):
+        return torch.bfloat16
+    if precision.startswith("16"):
+        return torch.float16
+    return torch.float32
 
 
 class SpeedMonitor(L.Callback):
-    def __init__(self, flops_per_token: int, peak_flops: float | None, window: int = 20):
+    def __init__(self, flops_per_token: int, peak_flops: float | None, precision: str = "32-true", window: int = 20):
         self.flops_per_token = flops_per_token
-        self.peak_flops = peak_flops
+        self.peak_flops = peak_flops  # None: measured at the start of training
+        self.precision = precision
         self.window = window
         self._marks: deque[tuple[float, int]] = deque(maxlen=window + 1)
         self.tokens_per_sec = float("nan")
+
+    def on_train_start(self, trainer, pl_module):
+        if self.peak_flops is None:
+            self.peak_flops = matmul_peak(compute_dtype(self.precision), pl_module.device)
+            if trainer.is_global_zero:
+                print(
+                    f"[tinygpt] MFU against this machine's matmul peak, measured now: "
+                    f"{self.peak_flops / 1e9:,.1f} GFLOP/s ({self.precision}; set speed.peak_flops.{self.precision} "
+                    "to fix it)",
+                    flush=True,
+                )
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         tokens = batch[0].numel() * trainer.world_size

@@ -1,0 +1,59 @@
+"""MFU's denominator: a peak measured by the run itself unless the config gives one, without touching its RNG."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+import tinygpt.train.speed as speed
+from tinygpt.model.families import flops_per_token
+from tinygpt.train.checkpoints import load_model
+from tinygpt.train.run import train
+
+
+def test_matmul_peak_is_a_rate_and_leaves_the_global_random_state_alone():
+    torch.manual_seed(0)
+    expected = torch.rand(3)
+    torch.manual_seed(0)
+    peak = speed.matmul_peak(torch.float32)
+    assert torch.equal(torch.rand(3), expected)  # dropout and batches draw the same with or without it
+    assert 1e8 < peak < 1e16
+
+
+@pytest.mark.parametrize(
+    "precision, dtype",
+    [
+        ("32-true", torch.float32),
+        ("bf16-mixed", torch.bfloat16),
+        ("bf16-true", torch.bfloat16),
+        ("16-mixed", torch.float16),
+        ("64-true", torch.float32),
+    ],
+)
+def test_compute_dtype_of_each_precision(precision, dtype):
+    assert speed.compute_dtype(precision) == dtype
+
+
+def mfu_and_rate(run_dir) -> tuple[float, float]:
+    events = EventAccumulator(str(run_dir / "tb"), size_guidance={"scalars": 0}).Reload()
+    return events.Scalars("train/mfu")[-1].value, events.Scalars("train/tokens_per_sec")[-1].value
+
+
+def test_a_run_without_a_configured_peak_measures_one_in_its_compute_dtype(tiny_cfg, tmp_path, monkeypatch, capsys):
+    asked = []
+    monkeypatch.setattr(speed, "matmul_peak", lambda dtype, device: asked.append((dtype, str(device))) or 1e9)
+    train(tiny_cfg(), tmp_path)
+    assert asked == [(torch.float32, "cpu")]
+    assert "matmul peak, measured now: 1.0 GFLOP/s (32-true" in capsys.readouterr().out
+    model = load_model(tmp_path / "checkpoints" / "last.ckpt")[0]
+    mfu, rate = mfu_and_rate(tmp_path)
+    assert mfu == pytest.approx(rate * flops_per_token(model) / 1e9, rel=1e-5)
+
+
+def test_a_configured_peak_is_used_and_nothing_is_measured(tiny_cfg, tmp_path, monkeypatch):
+    monkeypatch.setattr(speed, "matmul_peak", lambda *a: pytest.fail("measured although speed.peak_flops is set"))
+    train(tiny_cfg("speed.peak_flops=2e9"), tmp_path)
+    model = load_model(tmp_path / "checkpoints" / "last.ckpt")[0]
+    mfu, rate = mfu_and_rate(tmp_path)
+    assert mfu == pytest.approx(rate * flops_per_token(model) / 2e9, rel=1e-5)
