@@ -45,7 +45,7 @@ def test_a_run_without_a_configured_peak_measures_one_in_its_compute_dtype(tiny_
     monkeypatch.setattr(speed, "matmul_peak", lambda dtype, device: asked.append((dtype, str(device))) or 1e9)
     train(tiny_cfg(), tmp_path)
     assert asked == [(torch.float32, "cpu")]
-    assert "matmul peak, measured now: 1.0 GFLOP/s (32-true" in capsys.readouterr().out
+    assert "matmul peak, measured now: 1.0 GFLOP/s (32-true; set speed.peak_flops to fix it)" in capsys.readouterr().out
     model = load_model(tmp_path / "checkpoints" / "last.ckpt")[0]
     mfu, rate = mfu_and_rate(tmp_path)
     assert mfu == pytest.approx(rate * flops_per_token(model) / 1e9, rel=1e-5)

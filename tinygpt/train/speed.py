@@ -73,7 +73,7 @@ class SpeedMonitor(L.Callback):
             if trainer.is_global_zero:
                 print(
                     f"[tinygpt] MFU against this machine's matmul peak, measured now: "
-                    f"{self.peak_flops / 1e9:,.1f} GFLOP/s ({self.precision}; set speed.peak_flops.{self.precision} "
+                    f"{self.peak_flops / 1e9:,.1f} GFLOP/s ({self.precision}; set speed.peak_flops "
                     "to fix it)",
                     flush=True,
                 )
