@@ -7,22 +7,37 @@
 
 Prints one line per baseline, `NAME: X.XXX bits per byte` (bz2, lzma, zlib, kneser-ney-6, unigram, lstm), and
 writes <out_dir>/baselines_<split>.json for scripts/analyze.py. What each one means: docs/baselines.md.
+With split=test the LSTM line is a held-out scoring of that run's checkpoint, under the score-once rules
+(tinygpt/train/score_once.py): refused if its ledger lists it already, unless force=true reason="...".
 """
+
+import sys
 
 import hydra
 from omegaconf import DictConfig
 
 from tinygpt.baselines.run import run_baselines
 from tinygpt.cli.config import register_configs
+from tinygpt.train.score_once import AlreadyScored
 
 register_configs()  # the typed schemas (tinygpt/cli/config.py), before Hydra composes
 
 
 @hydra.main(config_path="../conf", config_name="tools/baselines", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    run_baselines(
-        cfg.data, split=cfg.split, kn_order=cfg.kn_order, lstm_run=cfg.lstm_run, out_dir=cfg.out_dir, device=cfg.device
-    )
+    try:
+        run_baselines(
+            cfg.data,
+            split=cfg.split,
+            kn_order=cfg.kn_order,
+            lstm_run=cfg.lstm_run,
+            out_dir=cfg.out_dir,
+            device=cfg.device,
+            force=cfg.force,
+            reason=cfg.reason,
+        )
+    except (AlreadyScored, ValueError) as refused:  # score once; force without reason; a bad split
+        sys.exit(f"[tinygpt] refused: {refused}")
 
 
 if __name__ == "__main__":

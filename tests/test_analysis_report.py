@@ -88,3 +88,11 @@ def test_held_out_analysis_only_when_asked_and_logged(gpt_run, tmp_path):
     assert [r["step"] for r in logged] == [4, 8] and all(r["split"] == "test" for r in logged)
     assert "No baselines record" in (run_dir / "analysis_test.md").read_text()
     assert np.isfinite(logged[-1]["bits_per_byte"])
+    assert all(r["source"] == "analyze" and r["weights_sha256"] and r["forced"] is False for r in logged)
+    # a second held-out analysis is a second scoring: refused in one line, nothing written
+    before = (run_dir / EVALUATIONS).read_text(), (run_dir / "run.json").read_text()
+    again = subprocess.run(done.args, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert again.returncode != 0
+    assert again.stderr.strip().splitlines()[-1].startswith("[tinygpt] refused: run ")
+    assert "already scored on the held-out split" in again.stderr
+    assert ((run_dir / EVALUATIONS).read_text(), (run_dir / "run.json").read_text()) == before

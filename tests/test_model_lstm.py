@@ -19,6 +19,7 @@ from tinygpt.model import CharLSTM, build_model, config_from
 from tinygpt.model.lstm import LSTMConfig
 from tinygpt.train.checkpoints import load_model
 from tinygpt.train.run import model_config, train
+from tinygpt.train.score_once import AlreadyScored
 
 
 def test_blog_lstm_is_003s_setup_at_about_380k_parameters():
@@ -103,6 +104,18 @@ def test_lstm_baseline_is_carried_state_over_the_scored_split(lstm_run, small_co
     run_baselines(data, "test", kn_order=2, lstm_run=str(run_dir), out_dir=tmp_path, echo=lines.append)
     logged = [json.loads(x) for x in (run_dir / "evaluations.jsonl").read_text().splitlines()]
     assert logged[-1]["split"] == "test" and "carried" in logged[-1]["context"]
+    assert logged[-1]["weights_sha256"] and logged[-1]["forced"] is False
+    # the LSTM line is a held-out scoring of that run: a second one is refused before anything is written
+    before = (run_dir / "evaluations.jsonl").read_text(), (tmp_path / "baselines_test.json").read_text()
+    with pytest.raises(AlreadyScored, match="already scored on the held-out split"):
+        run_baselines(data, "test", kn_order=2, lstm_run=str(run_dir), out_dir=tmp_path, echo=lines.append)
+    assert ((run_dir / "evaluations.jsonl").read_text(), (tmp_path / "baselines_test.json").read_text()) == before
+    run_baselines(data, "test", 2, str(run_dir), tmp_path, force=True, reason="a second look", echo=lines.append)
+    logged = [json.loads(x) for x in (run_dir / "evaluations.jsonl").read_text().splitlines()]
+    assert [(r["forced"], r["reason"]) for r in logged if r.get("source") == "baselines"] == [
+        (False, None),
+        (True, "a second look"),
+    ]
     gpt_data = dict(data, dev_fraction=0.2)
     with pytest.raises(Exception, match="other splits"):
         run_baselines(gpt_data, "dev", lstm_run=str(run_dir), out_dir=tmp_path, echo=lines.append)

@@ -12,6 +12,7 @@ import subprocess
 import pytest
 from conftest import PYTHON, REPO
 
+from tinygpt.analysis.run import analyze
 from tinygpt.common.run_folder import EVALUATIONS, read_record
 from tinygpt.train.evaluate import evaluate
 from tinygpt.train.run import train
@@ -115,6 +116,21 @@ def test_pre_registered_steps_are_recorded_before_training_and_enforced(tiny_cfg
     evaluate(str(tmp_path), ckpt=str(ckpts / "step000008.ckpt"), split="test")
     evaluate(str(tmp_path), ckpt=str(ckpts / "step000004.ckpt"), split="test", force=True, reason="the curve")
     assert [(r["step"], r["forced"]) for r in logged(tmp_path)] == [(8, False), (4, True)]
+
+
+def test_held_out_analysis_scores_the_pre_registered_step_once(tiny_cfg, tmp_path):
+    # analyze.py split=test is a held-out scoring like evaluate.py's: only the registered step, once
+    train(tiny_cfg(TEST, "score_once.steps=[8]"), tmp_path)
+    lines: list[str] = []
+    report = analyze(tmp_path, split="test", baselines=tmp_path / "none", samples=1, sample_chars=8, echo=lines.append)
+    assert list(report["table"]) == ["GPT, 8 steps"]
+    assert "scoring the pre-registered step(s) [8] only; left out step 4" in lines[0]
+    assert [(r["step"], r["source"]) for r in logged(tmp_path)] == [(8, "analyze")]
+    with pytest.raises(AlreadyScored, match=r"\(step 8\) was already scored"):
+        evaluate(str(tmp_path), split="test", ckpt=str(tmp_path / "checkpoints" / "step000008.ckpt"))
+    with pytest.raises(AlreadyScored, match="already scored"):
+        analyze(tmp_path, split="test", baselines=tmp_path / "none", samples=1, sample_chars=8, echo=lines.append)
+    assert len(logged(tmp_path)) == 1
 
 
 def test_a_resumed_run_cannot_change_drop_or_add_its_pre_registration(tiny_cfg, tmp_path):

@@ -10,6 +10,7 @@ evaluations.jsonl like every other held-out scoring.
 from __future__ import annotations
 
 import json
+from contextlib import ExitStack
 from pathlib import Path
 
 import torch
@@ -30,7 +31,7 @@ from tinygpt.common.run_folder import record_path as run_record_path
 from tinygpt.data.errors import DataError
 from tinygpt.model import generate
 from tinygpt.train.checkpoints import load_model
-from tinygpt.train.score_once import record_scoring
+from tinygpt.train.score_once import held_out_scoring, record_scoring
 
 
 def analyze(
@@ -45,8 +46,14 @@ def analyze(
     sample_chars: int = 200,
     spans=(32, 16),
     device: str = "cpu",
+    force: bool = False,
+    reason: str | None = None,
     echo=print,
 ) -> dict:
+    if split not in ("dev", "test"):
+        raise ValueError(f"split={split!r} is not allowed; choose dev or test")
+    if split == "dev" and (force or reason):
+        raise ValueError("force= and reason= apply to split=test only (the dev split is analysed freely)")
     run_dir = Path(run_dir)
     record = read_record(run_dir)
     if record is None:
@@ -63,30 +70,17 @@ def analyze(
     _, _, unseen = char_arrays(text)
     n_unseen = int(unseen[1:].sum())
 
-    rows: dict[str, dict] = {}
-    last_bits, last_model, last_tokenizer, steps_done = None, None, None, set()
-    for path in checkpoints:
-        model, tokenizer, checkpoint = load_model(path)
-        step = checkpoint.get("global_step")
-        if step in steps_done:  # last.ckpt at a kept step: the same weights
-            continue
-        steps_done.add(step)
-        row, bits = gpt_row(model, tokenizer, text, unseen, device=device)
-        rows[f"GPT, {step:,} steps"] = row
-        echo(f"GPT, {step:,} steps: {row['bits_per_byte']:.3f} bits per byte ({split})")
-        last_bits, last_model, last_tokenizer = bits, model, tokenizer
-        if split == "test":
-            # logged like evaluate.py's scorings (evaluations.jsonl, and listed in run.json for the report)
-            record_scoring(
-                run_dir,
-                {
-                    "checkpoint": str(path),
-                    "step": step,
-                    "split": split,
-                    "source": "analyze",
-                    **{k: row[k] for k in ("bits", "bytes", BITS_PER_BYTE, "per_document_bpb")},
-                },
+    with ExitStack() as stack:
+        hashes = None
+        if split == "test":  # score once: the ledger and the pre-registered steps are checked before any scoring
+            plans = stack.enter_context(
+                held_out_scoring(run_dir, checkpoints, force, reason, registered_only=True, echo=echo)
             )
+            checkpoints = [Path(plan["checkpoint"]) for plan in plans]
+            hashes = {plan["checkpoint"]: plan["weights_sha256"] for plan in plans}
+        rows, (last_bits, last_model, last_tokenizer) = _score_checkpoints(
+            run_dir, checkpoints, text, unseen, hashes, device, force, reason, echo
+        )
     for prefix in BASELINE_ORDER:
         for name, r in (base or {}).get("baselines", {}).items():
             if name.startswith(prefix):
@@ -258,3 +252,37 @@ def _read_baselines(path: Path, data: dict) -> dict | None:
             "baselines=<its out_dir>"
         )
     return base
+
+
+def _score_checkpoints(run_dir, checkpoints, text, unseen, hashes, device, force, reason, echo):
+    """The GPT rows of the comparison table, one per distinct checkpoint, and the last one's per-token bits, model
+    and tokenizer. ``hashes`` (held-out split only: each planned checkpoint's weights hash): each scoring is logged
+    as evaluate.py logs its own (evaluations.jsonl, and listed in run.json for the report)."""
+    split = "dev" if hashes is None else "test"
+    rows: dict[str, dict] = {}
+    last, steps_done = (None, None, None), set()
+    for path in checkpoints:
+        model, tokenizer, checkpoint = load_model(path)
+        step = checkpoint.get("global_step")
+        if step in steps_done:  # last.ckpt at a kept step: the same weights
+            continue
+        steps_done.add(step)
+        row, bits = gpt_row(model, tokenizer, text, unseen, device=device)
+        rows[f"GPT, {step:,} steps"] = row
+        echo(f"GPT, {step:,} steps: {row['bits_per_byte']:.3f} bits per byte ({split})")
+        last = (bits, model, tokenizer)
+        if split == "test":
+            record_scoring(
+                run_dir,
+                {
+                    "checkpoint": str(path),
+                    "step": step,
+                    "split": split,
+                    "weights_sha256": hashes[str(path)],
+                    "forced": bool(force),
+                    "reason": reason if force else None,
+                    "source": "analyze",
+                    **{k: row[k] for k in ("bits", "bytes", BITS_PER_BYTE, "per_document_bpb")},
+                },
+            )
+    return rows, last

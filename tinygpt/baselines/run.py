@@ -10,6 +10,7 @@ scripts/evaluate.py does for a GPT.
 from __future__ import annotations
 
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from tinygpt.data.encoded import encode_segments
 from tinygpt.data.errors import DataError
 from tinygpt.metrics.costs import carried_state_bits
 from tinygpt.train.checkpoints import load_model
-from tinygpt.train.score_once import record_scoring
+from tinygpt.train.score_once import held_out_scoring, record_scoring
 
 LSTM_CONTEXT = "state carried through the whole scored text, fed 128 tokens at a time (as 003's LSTM)"
 
@@ -83,10 +84,27 @@ def run_baselines(
     lstm_run: str | None = None,
     out_dir: str | Path = "outputs/baselines",
     device: str = "cpu",
+    force: bool = False,
+    reason: str | None = None,
     echo=print,
 ) -> dict:
+    if split == "dev" and (force or reason):
+        raise ValueError("force= and reason= apply to split=test only (the dev split is scored freely)")
+    if (force or reason) and not lstm_run:
+        raise ValueError("force= and reason= apply to the LSTM line only (lstm_run=): the compressors have no ledger")
     text = load_split_text(data, split)
     lstm = _lstm_checkpoint(lstm_run, data) if lstm_run else None  # checked before anything is scored
+    with ExitStack() as stack:
+        if lstm is not None and split == "test":
+            # the LSTM line is a held-out scoring of that run's checkpoint: score once, checked before anything
+            plan = stack.enter_context(held_out_scoring(Path(lstm_run), [lstm], force, reason, echo=echo))[0]
+            lstm = Path(plan["checkpoint"])
+        else:
+            plan = None
+        return _run(data, text, split, kn_order, lstm, lstm_run, plan, out_dir, device, force, reason, echo)
+
+
+def _run(data, text, split, kn_order, lstm, lstm_run, plan, out_dir, device, force, reason, echo) -> dict:
     out_dir = Path(out_dir)
     char_bytes, doc_of_char, unseen = char_arrays(text)
     documents = [text.document_text(i) for i in range(len(text.documents))]
@@ -158,6 +176,9 @@ def run_baselines(
                     "step": r["step"],
                     "split": split,
                     "context": LSTM_CONTEXT,
+                    "weights_sha256": plan["weights_sha256"],
+                    "forced": bool(force),
+                    "reason": reason if force else None,
                     BITS_PER_BYTE: r["bits_per_byte"],
                     "bits": r["bits"],
                     "bytes": r["bytes"],

@@ -15,8 +15,7 @@ from tinygpt.common.run_folder import checkpoint_files, checkpoints_dir, read_re
 from tinygpt.data import TextDataModule
 from tinygpt.metrics import score
 from tinygpt.train.checkpoints import load_model
-from tinygpt.train.runlock import lock_run
-from tinygpt.train.score_once import check_scoring, record_scoring, weights_hash
+from tinygpt.train.score_once import held_out_scoring, record_scoring
 
 
 def evaluate(
@@ -47,16 +46,12 @@ def evaluate(
             f"{record_path(run_dir)} not found: evaluate needs the run's record to rebuild its data splits"
         )
     cfg = OmegaConf.create(record["config"])
-    # scoring the test split appends to the run's record: take the run folder's lock (refused while training)
-    lock = lock_run(run_dir) if split == "test" else None
-    try:
-        plans = None
-        if split == "test":  # every check before anything is scored or written
-            plans = _plan(checkpoints)
-            check_scoring(run_dir, plans, (record.get("score_once") or {}).get("steps"), force, reason)
-            checkpoints = [Path(plan["checkpoint"]) for plan in plans]
-        rows = _score(run_dir, cfg, checkpoints, split, device)
-        for row, plan in zip(rows, plans or [], strict=False):
+    if split == "dev":
+        return _score(run_dir, cfg, checkpoints, split, device)
+    # every check before anything is scored or written, under the run folder's lock (refused while training)
+    with held_out_scoring(run_dir, checkpoints, force, reason) as plans:
+        rows = _score(run_dir, cfg, [Path(plan["checkpoint"]) for plan in plans], split, device)
+        for row, plan in zip(rows, plans, strict=True):
             record_scoring(
                 run_dir,
                 {
@@ -67,10 +62,7 @@ def evaluate(
                     "source": "evaluate",
                 },
             )
-        return rows
-    finally:
-        if lock is not None:
-            lock.release()
+    return rows
 
 
 def _score(run_dir: Path, cfg, checkpoints: list[Path], split: str, device: str) -> list[dict]:
@@ -97,16 +89,3 @@ def _score(run_dir: Path, cfg, checkpoints: list[Path], split: str, device: str)
             row["per_document_bpb"] = {name: bits / n_bytes for name, bits, n_bytes in per_document}
         rows.append(row)
     return rows
-
-
-def _plan(checkpoints: list[Path]) -> list[dict]:
-    """Each checkpoint's step and weights hash; a file holding the same weights as one before it (last.ckpt at a
-    kept step) is dropped: it is the same checkpoint, scored once."""
-    plans, seen = [], set()
-    for path in checkpoints:
-        model, _, checkpoint = load_model(path)
-        digest = weights_hash(model)
-        if digest not in seen:
-            seen.add(digest)
-            plans.append({"checkpoint": str(path), "step": checkpoint.get("global_step"), "weights_sha256": digest})
-    return plans

@@ -93,7 +93,9 @@ class LastCheckpoint(Checkpoint):
 
     def save(self, trainer) -> None:
         flush(trainer.loggers)
-        trainer.save_checkpoint(self.path)
+        # the full state (optimizer, loops, callbacks) that exact resume needs; saying so keeps Lightning from
+        # logging after every save that it "defaulted" to it
+        trainer.save_checkpoint(self.path, weights_only=False)
         self.saved_step = trainer.global_step
 
     # -- signals -------------------------------------------------------------------------------------------

@@ -25,12 +25,15 @@ A checkpoint copied into *another* run's folder is not caught: ledgers do not se
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 
 from tinygpt.common.run_folder import append_evaluations, now, read_evaluations, read_record, write_record
+from tinygpt.train.checkpoints import load_model
+from tinygpt.train.runlock import lock_run
 from tinygpt.train.schema import ConfigError
 
 # config keys (prefixes) that say where or how a run executes, not what it trains: outside the recipe
@@ -189,6 +192,58 @@ def check_scoring(
                 f"scoring step {registered_steps} (score_once in run.json); pick that step's checkpoint, or "
                 'force=true reason="..."'
             )
+
+
+def plan_scorings(checkpoints: list[Path]) -> list[dict]:
+    """Each checkpoint's step and weights hash; a file holding the same weights as one before it (last.ckpt at a
+    kept step) is dropped: it is the same checkpoint, scored once."""
+    plans, seen = [], set()
+    for path in checkpoints:
+        model, _, checkpoint = load_model(path)
+        digest = weights_hash(model)
+        if digest not in seen:
+            seen.add(digest)
+            plans.append({"checkpoint": str(path), "step": checkpoint.get("global_step"), "weights_sha256": digest})
+    return plans
+
+
+@contextmanager
+def held_out_scoring(
+    run_dir: Path,
+    checkpoints: list[Path],
+    force: bool = False,
+    reason: str | None = None,
+    registered_only: bool = False,
+    echo=print,
+) -> Iterator[list[dict]]:
+    """Every tool that scores a run's checkpoints on the held-out split goes through here (evaluate.py, analyze.py,
+    baselines.py's LSTM line): the run folder's lock is taken (refused while the run trains), each checkpoint is
+    planned (step, weights hash) and checked against the ledger and the pre-registered steps before anything is
+    scored, and the plans are yielded for the caller to score and ``record_scoring``. ``registered_only``: when
+    the run pre-registered steps, score only the checkpoints at those steps (analyze.py's table would otherwise
+    read the held-out text once per kept checkpoint) and say which were left out."""
+    lock = lock_run(run_dir)
+    try:
+        record = read_record(run_dir) or {}
+        registered = (record.get("score_once") or {}).get("steps")
+        plans = plan_scorings(checkpoints)
+        if registered_only and registered and not force:
+            left_out = [p for p in plans if p["step"] not in registered]
+            plans = [p for p in plans if p["step"] in registered]
+            if not plans:
+                raise AlreadyScored(
+                    f"run {run_dir}: no checkpoint at the pre-registered scoring steps {registered} (score_once in "
+                    'run.json); train to that step first, or force=true reason="..."'
+                )
+            if left_out:
+                echo(
+                    f"[tinygpt] held-out: scoring the pre-registered step(s) {registered} only; left out "
+                    + ", ".join(f"step {p['step']}" for p in left_out)
+                )
+        check_scoring(run_dir, plans, registered, force, reason)
+        yield plans
+    finally:
+        lock.release()
 
 
 def record_scoring(run_dir: Path, row: dict, stamp: str | None = None) -> None:
