@@ -101,98 +101,96 @@ def run_baselines(
             lstm = Path(plan["checkpoint"])
         else:
             plan = None
-        return _run(data, text, split, kn_order, lstm, lstm_run, plan, out_dir, device, force, reason, echo)
+        out_dir = Path(out_dir)
+        char_bytes, doc_of_char, unseen = char_arrays(text)
+        documents = [text.document_text(i) for i in range(len(text.documents))]
+        results: dict[str, dict] = {}
 
+        def report(name: str, result: dict) -> None:
+            results[name] = result
+            echo(f"{name}: {result['bits_per_byte']:.3f} bits per byte")
 
-def _run(data, text, split, kn_order, lstm, lstm_run, plan, out_dir, device, force, reason, echo) -> dict:
-    out_dir = Path(out_dir)
-    char_bytes, doc_of_char, unseen = char_arrays(text)
-    documents = [text.document_text(i) for i in range(len(text.documents))]
-    results: dict[str, dict] = {}
-
-    def report(name: str, result: dict) -> None:
-        results[name] = result
-        echo(f"{name}: {result['bits_per_byte']:.3f} bits per byte")
-
-    for name in COMPRESSORS:
-        t0 = time.perf_counter()
-        r = score_compressor(name, text.train, text.text, documents)
-        per_doc = {d: p["bits"] / p["bytes"] for d, p in zip(text.documents, r["per_document"], strict=True)}
-        report(
-            name,
-            {
-                "bits": r["bits"],
-                "bytes": r["bytes"],
-                "bits_per_byte": r["bits"] / r["bytes"],
-                "per_document_bpb": per_doc,
-                "seconds": round(time.perf_counter() - t0, 2),
-                "given": "the training text (per document: 003's formula over the whole document)",
-            },
-        )
-    for build in (lambda: KneserNey(text.train, kn_order), lambda: Unigram(text.train)):
-        t0 = time.perf_counter()  # fitting included
-        model = build()
-        bits = model.bits_each(text.text)
-        report(model.name, summarize(bits, char_bytes, doc_of_char, text.documents, unseen, time.perf_counter() - t0))
-    if lstm is not None:
-        report("lstm", _score_lstm(lstm, text, device))
-
-    record = {
-        "split": split,
-        "data": OmegaConf.to_container(data, resolve=True) if OmegaConf.is_config(data) else data,
-        "documents": list(text.documents),
-        "train_chars": len(text.train),
-        "scored_chars": len(text.text) - 1,
-        "scored_bytes": text.scored_bytes,
-        "unseen_chars": int(unseen[1:].sum()),
-        "kn_order": kn_order,
-        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "baselines": results,
-    }
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(record_path(out_dir, split), record)
-    if split == "test":
-        append_evaluations(
-            out_dir,
-            [
+        for name in COMPRESSORS:
+            t0 = time.perf_counter()
+            r = score_compressor(name, text.train, text.text, documents)
+            per_doc = {d: p["bits"] / p["bytes"] for d, p in zip(text.documents, r["per_document"], strict=True)}
+            report(
+                name,
                 {
-                    "baseline": name,
-                    "split": split,
-                    BITS_PER_BYTE: r["bits_per_byte"],
                     "bits": r["bits"],
                     "bytes": r["bytes"],
-                    "per_document_bpb": r["per_document_bpb"],
-                }
-                for name, r in results.items()
-            ],
-            stamp=record["time"],
-        )
-        if lstm is not None:
-            r = results["lstm"]
-            record_scoring(
-                Path(lstm_run),
-                {  # as evaluate.py logs a run's scoring (and lists it in run.json)
-                    "checkpoint": r["checkpoint"],
-                    "step": r["step"],
-                    "split": split,
-                    "context": LSTM_CONTEXT,
-                    "weights_sha256": plan["weights_sha256"],
-                    "forced": bool(force),
-                    "reason": reason if force else None,
-                    BITS_PER_BYTE: r["bits_per_byte"],
-                    "bits": r["bits"],
-                    "bytes": r["bytes"],
-                    "per_document_bpb": r["per_document_bpb"],
-                    "source": "baselines",
+                    "bits_per_byte": r["bits"] / r["bytes"],
+                    "per_document_bpb": per_doc,
+                    "seconds": round(time.perf_counter() - t0, 2),
+                    "given": "the training text (per document: 003's formula over the whole document)",
                 },
+            )
+        for build in (lambda: KneserNey(text.train, kn_order), lambda: Unigram(text.train)):
+            t0 = time.perf_counter()  # fitting included
+            model = build()
+            bits = model.bits_each(text.text)
+            report(
+                model.name, summarize(bits, char_bytes, doc_of_char, text.documents, unseen, time.perf_counter() - t0)
+            )
+        if lstm is not None:
+            report("lstm", _score_lstm(lstm, text, device))
+
+        record = {
+            "split": split,
+            "data": OmegaConf.to_container(data, resolve=True) if OmegaConf.is_config(data) else data,
+            "documents": list(text.documents),
+            "train_chars": len(text.train),
+            "scored_chars": len(text.text) - 1,
+            "scored_bytes": text.scored_bytes,
+            "unseen_chars": int(unseen[1:].sum()),
+            "kn_order": kn_order,
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "baselines": results,
+        }
+        out_dir.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(record_path(out_dir, split), record)
+        if split == "test":
+            append_evaluations(
+                out_dir,
+                [
+                    {
+                        "baseline": name,
+                        "split": split,
+                        BITS_PER_BYTE: r["bits_per_byte"],
+                        "bits": r["bits"],
+                        "bytes": r["bytes"],
+                        "per_document_bpb": r["per_document_bpb"],
+                    }
+                    for name, r in results.items()
+                ],
                 stamp=record["time"],
             )
-    echo(
-        f"[tinygpt] {split} baselines over {len(text.text) - 1:,} scored characters "
-        f"({text.scored_bytes:,} bytes, {record['unseen_chars']:,} never seen in training): "
-        f"{record_path(out_dir, split)}"
-    )
-    return record
+            if lstm is not None:
+                r = results["lstm"]
+                record_scoring(
+                    Path(lstm_run),
+                    {  # as evaluate.py logs a run's scoring (and lists it in run.json)
+                        "checkpoint": r["checkpoint"],
+                        "step": r["step"],
+                        "split": split,
+                        "context": LSTM_CONTEXT,
+                        "weights_sha256": plan["weights_sha256"],
+                        "forced": bool(force),
+                        "reason": reason if force else None,
+                        BITS_PER_BYTE: r["bits_per_byte"],
+                        "bits": r["bits"],
+                        "bytes": r["bytes"],
+                        "per_document_bpb": r["per_document_bpb"],
+                        "source": "baselines",
+                    },
+                    stamp=record["time"],
+                )
+        echo(
+            f"[tinygpt] {split} baselines over {len(text.text) - 1:,} scored characters "
+            f"({text.scored_bytes:,} bytes, {record['unseen_chars']:,} never seen in training): "
+            f"{record_path(out_dir, split)}"
+        )
+        return record
 
 
 def _lstm_checkpoint(run_dir: str, data: Any) -> Path:
