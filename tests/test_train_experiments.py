@@ -150,6 +150,15 @@ def test_moonshot_holds_out_shakespeares_last_tenth():
         0.1,
     )
     assert cfg.data.tokenizer.name == "char" and cfg.checkpoint.keep_every_n_steps == cfg.trainer.val_check_interval
+    # the recipe chosen on the dev slice, and its pre-registered scoring step (a checkpoint is kept there)
+    assert (cfg.model.dropout, cfg.trainer.max_steps, cfg.optim.schedule, cfg.optim.warmup_steps) == (
+        0.0,
+        600,
+        "cosine",
+        60,
+    )
+    assert list(cfg.score_once.steps) == [600] and cfg.score_once.recipe == "moonshot-600-dropout0"
+    assert 600 % cfg.checkpoint.keep_every_n_steps == 0
 
 
 @requires_data
