@@ -16,21 +16,19 @@ some, and a second scoring only with force=true reason="...". To have both evalu
 from one scoring, use this one.
 """
 
-import sys
-
 import hydra
 from omegaconf import DictConfig
 
 from tinygpt.analysis.run import analyze
 from tinygpt.cli.config import register_configs
-from tinygpt.train.score_once import AlreadyScored
+from tinygpt.cli.refusals import refused_in_one_line
 
 register_configs()  # the typed schemas (tinygpt/cli/config.py), before Hydra composes
 
 
 @hydra.main(config_path="../conf/tools", config_name="analyze", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    try:
+    with refused_in_one_line():
         analyze(
             cfg.run_dir,
             split=cfg.split,
@@ -46,8 +44,6 @@ def main(cfg: DictConfig) -> None:
             force=cfg.force,
             reason=cfg.reason,
         )
-    except (AlreadyScored, ValueError) as refused:  # score once; force without reason; a bad split
-        sys.exit(f"[tinygpt] refused: {refused}")
 
 
 if __name__ == "__main__":

@@ -11,21 +11,19 @@ With split=test the LSTM line is a held-out scoring of that run's checkpoint, un
 (tinygpt/train/score_once.py): refused if its ledger lists it already, unless force=true reason="...".
 """
 
-import sys
-
 import hydra
 from omegaconf import DictConfig
 
 from tinygpt.baselines.run import run_baselines
 from tinygpt.cli.config import register_configs
-from tinygpt.train.score_once import AlreadyScored
+from tinygpt.cli.refusals import refused_in_one_line
 
 register_configs()  # the typed schemas (tinygpt/cli/config.py), before Hydra composes
 
 
 @hydra.main(config_path="../conf", config_name="tools/baselines", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    try:
+    with refused_in_one_line():
         run_baselines(
             cfg.data,
             split=cfg.split,
@@ -36,8 +34,6 @@ def main(cfg: DictConfig) -> None:
             force=cfg.force,
             reason=cfg.reason,
         )
-    except (AlreadyScored, ValueError) as refused:  # score once; force without reason; a bad split
-        sys.exit(f"[tinygpt] refused: {refused}")
 
 
 if __name__ == "__main__":

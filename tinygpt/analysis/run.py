@@ -31,7 +31,7 @@ from tinygpt.common.run_folder import record_path as run_record_path
 from tinygpt.data.errors import DataError
 from tinygpt.model import generate
 from tinygpt.train.checkpoints import load_model
-from tinygpt.train.score_once import held_out_scoring, record_scoring
+from tinygpt.train.score_once import check_request, held_out_scoring, record_scoring
 
 
 def analyze(
@@ -50,10 +50,7 @@ def analyze(
     reason: str | None = None,
     echo=print,
 ) -> dict:
-    if split not in ("dev", "test"):
-        raise ValueError(f"split={split!r} is not allowed; choose dev or test")
-    if split == "dev" and (force or reason):
-        raise ValueError("force= and reason= apply to split=test only (the dev split is analysed freely)")
+    check_request(split, force, reason, what="analysed")
     run_dir = Path(run_dir)
     record = read_record(run_dir)
     if record is None:

@@ -33,7 +33,7 @@ from tinygpt.data.encoded import encode_segments
 from tinygpt.data.errors import DataError
 from tinygpt.metrics.costs import carried_state_bits
 from tinygpt.train.checkpoints import load_model
-from tinygpt.train.score_once import held_out_scoring, record_scoring
+from tinygpt.train.score_once import check_request, held_out_scoring, record_scoring
 
 LSTM_CONTEXT = "state carried through the whole scored text, fed 128 tokens at a time (as 003's LSTM)"
 
@@ -88,8 +88,7 @@ def run_baselines(
     reason: str | None = None,
     echo=print,
 ) -> dict:
-    if split == "dev" and (force or reason):
-        raise ValueError("force= and reason= apply to split=test only (the dev split is scored freely)")
+    check_request(split, force, reason)
     if (force or reason) and not lstm_run:
         raise ValueError("force= and reason= apply to the LSTM line only (lstm_run=): the compressors have no ledger")
     text = load_split_text(data, split)

@@ -12,27 +12,23 @@ at a step the run did not pre-register (score_once.steps), is refused before any
 which records the scoring as forced, with its reason, beside the first (tinygpt/train/score_once.py).
 """
 
-import sys
-
 import hydra
 from omegaconf import DictConfig
 
 from tinygpt.cli import TOOLS_CONF
 from tinygpt.cli.config import register_configs
+from tinygpt.cli.refusals import refused_in_one_line
 from tinygpt.train.evaluate import evaluate
-from tinygpt.train.score_once import AlreadyScored
 
 register_configs()  # the typed schemas (tinygpt/cli/config.py), before Hydra composes
 
 
 @hydra.main(config_path=TOOLS_CONF, config_name="evaluate", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    try:
+    with refused_in_one_line():
         rows = evaluate(
             cfg.run_dir, ckpt=cfg.ckpt, split=cfg.split, device=cfg.device, force=cfg.force, reason=cfg.reason
         )
-    except (AlreadyScored, ValueError) as refused:  # ConfigError too: bad split, force without reason, ...
-        sys.exit(f"[tinygpt] refused: {refused}")
     for row in rows:
         print(
             f"{row['checkpoint']}: step {row['step']}  {row['split']} bits per byte {row['bits_per_byte']:.4f}"

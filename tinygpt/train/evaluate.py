@@ -15,7 +15,7 @@ from tinygpt.common.run_folder import checkpoint_files, checkpoints_dir, read_re
 from tinygpt.data import TextDataModule
 from tinygpt.metrics import score
 from tinygpt.train.checkpoints import load_model
-from tinygpt.train.score_once import held_out_scoring, record_scoring
+from tinygpt.train.score_once import check_request, held_out_scoring, record_scoring
 
 
 def evaluate(
@@ -26,10 +26,7 @@ def evaluate(
     force: bool = False,
     reason: str | None = None,
 ) -> list[dict]:
-    if split not in ("dev", "test"):
-        raise ValueError(f"split={split!r} is not allowed; choose dev or test")
-    if split == "dev" and (force or reason):
-        raise ValueError("force= and reason= apply to split=test only (the dev split is scored freely)")
+    check_request(split, force, reason)
     if ckpt:
         checkpoints = [Path(ckpt)]
         run_dir = Path(run_dir) if run_dir else Path(ckpt).resolve().parent.parent

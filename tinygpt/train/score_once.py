@@ -194,6 +194,15 @@ def check_scoring(
             )
 
 
+def check_request(split: str, force: bool, reason: str | None, what: str = "scored") -> None:
+    """The checks every scoring tool makes on its arguments before reading anything: a known split, and
+    force/reason only where there is a ledger to override (the held-out split)."""
+    if split not in ("dev", "test"):
+        raise ValueError(f"split={split!r} is not allowed; choose dev or test")
+    if split == "dev" and (force or reason):
+        raise ValueError(f"force= and reason= apply to split=test only (the dev split is {what} freely)")
+
+
 def plan_scorings(checkpoints: list[Path]) -> list[dict]:
     """Each checkpoint's step and weights hash; a file holding the same weights as one before it (last.ckpt at a
     kept step) is dropped: it is the same checkpoint, scored once."""
