@@ -215,3 +215,16 @@ def test_the_ledger_knows_a_checkpoint_by_its_step_or_its_weights(tmp_path):
     with pytest.raises(AlreadyScored, match=r"step 200, not a pre-registered scoring step \[300\]"):
         check_scoring(tmp_path, [{"checkpoint": "d.ckpt", "step": 200, "weights_sha256": "ddd"}], [300], False, None)
     check_scoring(tmp_path, [{"checkpoint": "b.ckpt", "step": 100, "weights_sha256": "bbb"}], [300], True, "why")
+
+
+def test_every_scoring_tool_refuses_force_on_the_dev_split_and_an_unknown_split(run, tmp_path):
+    run_dir = run("requests")
+    for call in (
+        lambda **kw: evaluate(str(run_dir), **kw),
+        lambda **kw: analyze(run_dir, baselines=tmp_path, **kw),
+    ):
+        with pytest.raises(ValueError, match=r"force= and reason= apply to split=test only"):
+            call(split="dev", force=True, reason="why")
+        with pytest.raises(ValueError, match=r"split='train' is not allowed; choose dev or test"):
+            call(split="train")
+    assert not (run_dir / EVALUATIONS).exists()
