@@ -75,3 +75,54 @@ def test_rerunning_an_interrupted_sweep_skips_finished_jobs_and_resumes_the_othe
     for job in (short, long):
         lease = json.loads((job / "placement.json").read_text())
         assert lease["kind"] == "cpu" and lease["parallel_jobs"] == 2 and lease["released_at"] is not None
+
+
+def test_sigterm_stops_the_whole_sweep_after_saving_the_running_job(small_corpus, tmp_path):
+    """A SIGTERM to a sweep (a scheduler's preemption, `kill`, the end of a session) saves the running job's
+    last.ckpt and ends the command with 143 (128 + 15): the next job never starts, and rerunning the same
+    command resumes the stopped job. Hydra's launchers catch a job's exceptions and go on, which used to turn
+    a SIGTERM into "skip to the next job"."""
+    sweep = tmp_path / "sweep"
+    command = [
+        PYTHON,
+        "scripts/train.py",
+        "-m",
+        "seed=0,1",
+        *TINY_RUN,
+        "data=textfile",
+        f"data.path={small_corpus}",
+        f"trainer.max_steps={LONG}",
+        "trainer.val_check_interval=100",
+        f"sweep.lease_dir={tmp_path / 'leases'}",
+        f"hydra.sweep.dir={sweep}",
+    ]
+
+    def jobs() -> list[Path]:  # the job folders started so far (their names may be shortened with a hash)
+        return [d for d in sweep.glob("*") if d.is_dir()] if sweep.exists() else []
+
+    with open(tmp_path / "sweep.log", "w") as log:
+        run = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline and run.poll() is None:
+                if jobs() and (jobs()[0] / "checkpoints" / "last.ckpt").exists():
+                    break
+                time.sleep(0.05)
+            os.kill(run.pid, signal.SIGTERM)  # the launcher's process, which runs the one-at-a-time jobs
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and run.poll() is None and len(jobs()) < 2:
+                time.sleep(0.05)
+            started_next = len(jobs()) > 1
+        finally:
+            if run.poll() is None:
+                os.killpg(run.pid, signal.SIGKILL)
+            run.wait(timeout=30)
+    output = (tmp_path / "sweep.log").read_text()
+    assert not started_next, "the sweep went on to its next job after SIGTERM:\n" + output[-3000:]
+    assert run.returncode == 128 + signal.SIGTERM, output[-3000:]
+    (first_job,) = jobs()
+    assert "seed=0" in (first_job / ".hydra" / "overrides.yaml").read_text()
+    assert status(first_job) == "interrupted"
+    assert "SIGTERM: stopped after step" in output and "Traceback" not in output
+    step = torch.load(first_job / "checkpoints" / "last.ckpt", weights_only=True)["global_step"]
+    assert 0 < step < LONG
