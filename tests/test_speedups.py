@@ -360,3 +360,71 @@ def test_the_trunk_traces_as_one_graph_for_compile(variant):
     torch.testing.assert_close(loss, ref, rtol=1e-6, atol=1e-6)
     for got, want in zip(grads, ref_grads, strict=True):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+class _CastCounter(torch.utils._python_dispatch.TorchDispatchMode):
+    """Counts the fp32 -> bf16 copies of activations of a given width (d_model) in what it sees run."""
+
+    def __init__(self, width: int):
+        super().__init__()
+        self.width, self.casts = width, 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        x = args[0] if args else None
+        if func is torch.ops.aten._to_copy.default and kwargs.get("dtype") == torch.bfloat16:
+            if x.dtype == torch.float32 and x.dim() == 3 and x.shape[-1] == self.width:
+                self.casts += 1
+        return func(*args, **kwargs)
+
+
+@pytest.mark.parametrize("prenorm", [True, False])
+@pytest.mark.parametrize("variant", ["rope", "gpt2_style", "moe"])
+def test_under_bf16_autocast_each_sublayer_input_is_cast_once_and_the_forward_is_unchanged(
+    variant, prenorm, monkeypatch
+):
+    """tinygpt/model/block.py's to_autocast_dtype: one cast of each sublayer's (B, T, d) input (two per block)
+    where autocast's Linears made one per projection (q, k, v; SwiGLU's gate and up), the same logits to the
+    bit, and gradients within bf16 rounding (2% of each gradient's largest entry, as for fused projections)."""
+    from model_variants import VARIANTS
+
+    import tinygpt.model.block as block
+
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(**{**TINY, **VARIANTS[variant], "prenorm": prenorm}))
+    idx = torch.randint(0, 61, (3, 24))
+    results = {}
+    for cast_once in (True, False):
+        if not cast_once:  # what autocast alone does: every Linear casts its fp32 input
+            monkeypatch.setattr(block, "to_autocast_dtype", lambda x: x)
+        counter = _CastCounter(TINY["d_model"])
+        with torch.autocast("cpu", dtype=torch.bfloat16), counter:
+            logits = model(idx).logits
+        loss = F.cross_entropy(logits.flatten(0, 1).float(), idx.roll(-1, 1).flatten())
+        results[cast_once] = (counter.casts, logits, torch.autograd.grad(loss, list(model.parameters())))
+    (casts, logits, grads), (casts_before, ref_logits, ref_grads) = results[True], results[False]
+    n_layers = TINY["n_layers"]
+    # + 1: the final norm's output, cast by the head; the MoE's router reads the MLP's input too
+    assert casts == 2 * n_layers + 1
+    assert casts_before > casts
+    assert torch.equal(logits, ref_logits)
+    for got, want in zip(grads, ref_grads, strict=True):
+        assert (got - want).abs().max() <= 0.02 * want.abs().max() + 1e-6
+
+
+@pytest.mark.parametrize("bf16", [False, True])
+def test_the_chunked_loss_keeps_a_confident_predictions_gradient(bf16):
+    """softmax - onehot at the target is p - 1, set from fp32: rounding p = 0.9999 to bf16 (1.0) first would
+    give a gradient of 0 for a token the model predicts with 99.99%."""
+    hidden = torch.zeros(1, 4, requires_grad=True)
+    weight = torch.zeros(3, 4)
+    weight[0, 0] = 1.0
+    with torch.no_grad():
+        hidden[0, 0] = 10.0  # logits (10, 0, 0): p(target 0) = 0.99991
+    weight.requires_grad_()
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        loss = linear_cross_entropy(hidden, weight, torch.tensor([0]), 1)
+    (grad_h,) = torch.autograd.grad(loss, hidden)
+    p = torch.softmax(torch.tensor([10.0, 0.0, 0.0]), 0)
+    # d loss / d h_0 = sum_v (p_v - onehot_v) W_v0 = p_0 - 1
+    torch.testing.assert_close(grad_h[0, 0], p[0] - 1, rtol=1e-2, atol=1e-7)  # p - 1 = -9.08e-5

@@ -12,6 +12,23 @@ from tinygpt.model.mlp import make_mlp
 from tinygpt.model.norm import make_norm
 
 
+def to_autocast_dtype(x: torch.Tensor) -> torch.Tensor:
+    """A sublayer's input in autocast's dtype when autocast is on (x itself otherwise): cast once here.
+
+    Why: the residual stream and the norms stay in fp32 under bf16-mixed, and autocast casts a Linear's input
+    at each Linear. A sublayer reads its input with several (q, k and v; SwiGLU's gate and up), so the same
+    (B, T, d) activation was cast three or two times forward, and in backward each cast's bf16 gradient was
+    cast back to fp32 before they were summed (the "autocast copies" of the issue's bf16 profile). Casting
+    once gives the Linears the very values they would have cast themselves, so the forward is unchanged to
+    the bit; in backward the sublayer's input gradients are summed in bf16 before one cast, as they already
+    were with fused projections (tests/test_speedups.py).
+    """
+    device = x.device.type
+    if torch.is_autocast_enabled(device) and x.is_floating_point():
+        return x.to(torch.get_autocast_dtype(device))
+    return x
+
+
 class Block(nn.Module):
     def __init__(self, config: GPTConfig, layer_index: int):
         super().__init__()
@@ -33,11 +50,11 @@ class Block(nn.Module):
 
         rope and attn_bias come from the position encoding (tinygpt/model/position.py), each None if unused."""
         if not self.prenorm:  # the 2017 layout: add, then normalize
-            x = self.norm1(self.merge(x, self.drop(self.attention(x, rope, cache, attn_bias))))
-            y, aux_loss = self.mlp(x)
+            x = self.norm1(self.merge(x, self.drop(self.attention(to_autocast_dtype(x), rope, cache, attn_bias))))
+            y, aux_loss = self.mlp(to_autocast_dtype(x))
             return self.norm2(self.merge(x, self.drop(y))), aux_loss
-        x = self.merge(x, self.drop(self.attention(self.norm1(x), rope, cache, attn_bias)))
-        y, aux_loss = self.mlp(self.norm2(x))
+        x = self.merge(x, self.drop(self.attention(to_autocast_dtype(self.norm1(x)), rope, cache, attn_bias)))
+        y, aux_loss = self.mlp(to_autocast_dtype(self.norm2(x)))
         return self.merge(x, self.drop(y)), aux_loss
 
     def merge(self, stream: torch.Tensor, update: torch.Tensor) -> torch.Tensor:

@@ -4,15 +4,18 @@ Why: with GPT-2's 50,257-token vocabulary (000) the plain path materialises 16·
 fp32, plus a bf16 copy and a same-sized gradient under autocast), and its log-softmax was 12% of a step. Here
 the head's matmul, the log-sum-exp and the gradient are done for `chunk` tokens at a time:
 
-    logits_c = h_c Wᵀ                       (c × V, in the compute dtype, read in fp32)
-    loss    += Σ logsumexp(logits_c) − logits_c[target]
-    g_c      = (softmax(logits_c) − onehot(target)) / N
-    ∂h_c     = g_c W          ∂W += g_cᵀ h_c
+    logits_c = h_c Wᵀ                       (c × V, in the compute dtype)
+    logp_c   = log_softmax(logits_c)        (fp32, one pass from the compute dtype)
+    loss    += −Σ logp_c[target]
+    g_c      = exp(logp_c) − onehot(target) (written in the compute dtype; p − 1 at the target from fp32)
+    ∂h_c     = g_c W / N      ∂W += g_cᵀ h_c (scaled by 1/N once, at the end)
 
-so the peak extra memory is one c × V block. The gradients are computed during the forward pass (the chunk's
-softmax is at hand then; recomputing it in backward would cost a second head matmul) and backward only
-scales them by the incoming gradient, which is 1 for a loss. With no gradient needed (validation) only the loss
-is computed.
+so the peak extra memory is one c × V block and each of its elements is touched by few passes: the head's
+matmul, the log-softmax, one exp (in place in fp32, into the bf16 operand under autocast) and the two gradient
+matmuls. The 1/N of the mean is applied to the d-wide results, not to every V-wide chunk. The gradients are
+computed during the forward pass (the chunk's softmax is at hand then; recomputing it in backward would cost a
+second head matmul) and backward only scales them by 1/N times the incoming gradient, which is 1 for a loss.
+With no gradient needed (validation) only the loss is computed.
 
 Under autocast the matmuls run in the autocast dtype (bf16 on CPU) as `F.linear` would, and the softmax in
 fp32, as `F.cross_entropy` over autocast logits would; the gradients are rounded to the inputs' dtypes as the
@@ -39,30 +42,41 @@ class _LinearCrossEntropy(torch.autograd.Function):
     ):
         n = hidden.shape[0]
         need_h, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        need_b = bias is not None and ctx.needs_input_grad[2]
+        # the unscaled sums: the 1/n of the mean is applied once to these (d-wide) results in backward, not to
+        # every (V-wide) chunk of probabilities
         grad_h = torch.empty_like(hidden) if need_h else None
         grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if need_w else None
-        need_b = bias is not None and ctx.needs_input_grad[2]
         grad_b = torch.zeros(bias.shape, dtype=torch.float32, device=bias.device) if need_b else None
         total = torch.zeros((), dtype=torch.float32, device=hidden.device)
         with torch.autocast(hidden.device.type, enabled=False):  # dtypes are chosen by the caller
             for start in range(0, n, chunk):
                 h = hidden[start : start + chunk]
                 t = targets[start : start + chunk]
-                logits = (h @ weight.T if bias is None else torch.addmm(bias, h, weight.T)).float()
-                lse = torch.logsumexp(logits, dim=-1)
-                total += (lse - logits.gather(1, t[:, None]).squeeze(1)).sum()
+                rows = torch.arange(len(t), device=t.device)
+                logits = h @ weight.T if bias is None else torch.addmm(bias, h, weight.T)
+                # one pass from the compute dtype's logits to fp32 log-probabilities (no separate fp32 copy,
+                # no separate subtraction of the log-sum-exp)
+                log_probs = torch.log_softmax(logits, dim=-1, dtype=torch.float32)
+                del logits
+                target_log_probs = log_probs[rows, t]
+                total -= target_log_probs.sum()
                 if need_h or need_w or need_b:
-                    probs = logits.sub_(lse[:, None]).exp_()  # softmax, in place of the logits
-                    probs[torch.arange(len(t), device=t.device), t] -= 1.0
-                    probs.div_(n)
+                    # softmax - onehot, written straight in the matmuls' dtype. The target entries, p - 1, are
+                    # set from fp32: rounding p to bf16 first would lose a confident prediction's p - 1 whole.
+                    if hidden.dtype == log_probs.dtype:
+                        g = log_probs.exp_()
+                    else:
+                        g = torch.exp(log_probs, out=torch.empty_like(log_probs, dtype=hidden.dtype))
+                    g[rows, t] = torch.expm1(target_log_probs).to(g.dtype)
                     if need_b:
-                        grad_b.add_(probs.sum(0))
-                    g = probs.to(hidden.dtype)
+                        grad_b.add_(g.sum(0, dtype=torch.float32))
                     if need_h:
                         torch.mm(g, weight, out=grad_h[start : start + chunk])
                     if need_w:
                         grad_w.add_(g.T @ h)
         ctx.save_for_backward(grad_h, grad_w, grad_b)
+        ctx.n = n
         ctx.weight_dtype = weight.dtype
         ctx.bias_dtype = None if bias is None else bias.dtype
         return total / n
@@ -70,9 +84,10 @@ class _LinearCrossEntropy(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out: torch.Tensor):
         grad_h, grad_w, grad_b = ctx.saved_tensors
-        dh = grad_h * grad_out.to(grad_h.dtype) if grad_h is not None else None
-        dw = (grad_w * grad_out).to(ctx.weight_dtype) if grad_w is not None else None
-        db = (grad_b * grad_out).to(ctx.bias_dtype) if grad_b is not None else None
+        scale = grad_out / ctx.n  # the mean's 1/n and the incoming gradient (1 for a loss), in one factor
+        dh = grad_h * scale.to(grad_h.dtype) if grad_h is not None else None
+        dw = (grad_w * scale).to(ctx.weight_dtype) if grad_w is not None else None
+        db = (grad_b * scale).to(ctx.bias_dtype) if grad_b is not None else None
         return dh, dw, db, None, None
 
 

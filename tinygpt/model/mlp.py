@@ -101,11 +101,14 @@ class MoE(nn.Module):
         flat = x.reshape(-1, x.shape[-1])
         router_logits = self.router(flat)
         weights, chosen = route(router_logits, self.top_k)
-        out = torch.zeros_like(flat)
+        # The weighted sum in fp32 under autocast: the input arrives there in bf16 (cast once by the block,
+        # tinygpt/model/block.py), and the sum is taken as it was when autocast left the input in fp32.
+        dtype = torch.float32 if torch.is_autocast_enabled(x.device.type) else flat.dtype
+        out = torch.zeros(flat.shape, dtype=dtype, device=flat.device)
         # Dispatch by expert: each expert runs once, on all the tokens that chose it (in either slot).
         for e, expert in enumerate(self.experts):
             rows, slot = (chosen == e).nonzero(as_tuple=True)
-            contribution = weights[rows, slot, None].type_as(flat) * expert(flat[rows])[0]
+            contribution = weights[rows, slot, None].to(dtype) * expert(flat[rows])[0]
             out = out.index_add(0, rows, contribution)
         return out.view_as(x), load_balancing_loss(router_logits, chosen, len(self.experts))
 
