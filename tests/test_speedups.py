@@ -203,7 +203,7 @@ def test_a_bad_switch_fails_before_the_run_writes_anything(tiny_cfg, tmp_path):
 
 
 def test_a_run_with_the_fused_loss_logs_the_plain_losses(tiny_cfg, tmp_path, monkeypatch):
-    """The whole run, fused loss and explicit attention dropout against the plain path: the same per-step losses
+    """The whole run, fused loss and attention dropout against the plain path: the same per-step losses
     (the dropout switch is held fixed: its draws differ by design) and the same dev score."""
     import tinygpt.train.module as module_file
 

@@ -130,7 +130,7 @@ class SpeedSchema:
 
     loss: str = "chunked"
     loss_chunk: int | None = None
-    attention: str = "explicit"
+    attention: str = "sdpa"
     compile: bool = False
     projections: str = "separate"
     optimizer: str = "fused"
