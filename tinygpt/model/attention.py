@@ -21,9 +21,8 @@ class CausalSelfAttention(nn.Module):
     dropout is computed while training with dropout > 0: "sdpa" passes dropout_p to
     `scaled_dot_product_attention` (the default: 1.07x "explicit" in a whole step on a 2-core CPU); "explicit"
     writes the softmax out and drops its weights with F.dropout (the same Bernoulli(1 - p) mask and 1/(1 - p)
-    scaling). Without dropout both
-    use SDPA, which is exact attention either way (and SDPA's CPU flash kernel was about 4x faster than the
-    written-out softmax at T 256, head 48: docs/benchmarks/train.md).
+    scaling). Without dropout both use SDPA, which is exact attention either way (and SDPA's CPU flash kernel
+    was about 4x faster than the written-out softmax at T 256, head 48: docs/benchmarks/train.md).
 
     `fused` (speed.projections, likewise runtime only): q, k and v come from one matmul against the three
     weights concatenated per forward, as litgpt's fused QKV does, while the parameters stay three Linears
