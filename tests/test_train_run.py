@@ -127,6 +127,20 @@ def test_finished_run_is_skipped(tiny_cfg, tmp_path, capsys):
     assert (tmp_path / "checkpoints" / "last.ckpt").stat().st_mtime_ns == stamp
 
 
+def test_a_finished_run_committed_without_its_checkpoints_is_skipped(tiny_cfg, tmp_path, capsys):
+    """docs/sweeps.md, "A sweep that outlives its machine": job folders are committed without checkpoints/, and
+    a rerun in a fresh checkout must skip them (run.json says finished), not train them again from step 0."""
+    import shutil
+
+    first = train(tiny_cfg(), tmp_path)
+    shutil.rmtree(tmp_path / "checkpoints")
+    record_before = (tmp_path / "run.json").read_bytes()
+    again = train(tiny_cfg(), tmp_path)
+    assert "already finished" in capsys.readouterr().out
+    assert again == first
+    assert not (tmp_path / "checkpoints").exists() and (tmp_path / "run.json").read_bytes() == record_before
+
+
 def test_corrupt_checkpoint_fails_cleanly_and_overwrites_nothing(tiny_cfg, tmp_path):
     ckpt_dir = tmp_path / "checkpoints"
     ckpt_dir.mkdir()
