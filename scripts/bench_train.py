@@ -84,7 +84,8 @@ def plain_loop(module: GPTModule, batches, steps: int, precision: str) -> tuple[
             loss, aux = model.compute_loss(x, y)
         optimizer.zero_grad(set_to_none=True)
         (loss + aux).backward()
-        torch.nn.utils.clip_grad_norm_(module.parameters(), module.optim_config.grad_clip)
+        if module.optim_config.grad_clip > 0:  # 0: no clipping, as the Trainer reads gradient_clip_val
+            torch.nn.utils.clip_grad_norm_(module.parameters(), module.optim_config.grad_clip)
         optimizer.step()
         schedule.step()
         ends.append(time.perf_counter())

@@ -1,13 +1,18 @@
 """Where a training step's time goes (003's timing table): batch assembly, forward (with the loss), backward,
-optimizer step (with clipping), and MFU, for character and BPE tokens.
+optimizer step (with clipping), and MFU, for each tokenizer asked for.
 
+    python scripts/step_parts.py --tokenizers char,bpe          # 003's table: experiment=blog, characters and BPE
+    python scripts/step_parts.py experiment=since_gpt2          # any config, with its own tokenizer
     python scripts/step_parts.py [--steps 20] [--warmup 5] [--out step_parts.md] [overrides ...]
     python scripts/step_parts.py --steps 2 --warmup 1 experiment=smoke     # a quick check of the script
 
 Each part is timed on its own clock around the same calls the training loop makes (on a GPU, after a
-synchronize), averaged over --steps after --warmup. MFU = tokens/s x (6N + 12·L·T·D) / the machine's peak:
-speed.peak_flops if set, else a matmul timed in this process (tinygpt/train/speed.py). Speed is measured
-here, never in tests; figures taken on a loaded machine are not figures.
+synchronize), averaged over --steps after --warmup: the loss is GPTModule.compute_loss, so every speed.*
+switch applies as in training, under bf16 autocast when trainer.precision is bf16-mixed; the optimizer is
+build_optimizer with speed.optimizer's implementation, and clipping happens only where optim.grad_clip is
+above 0, as the Trainer does it. MFU = tokens/s x (6N + 12·L·T·D) / the machine's peak: speed.peak_flops if
+set, else a matmul timed in this process in the run's compute dtype (tinygpt/train/speed.py). Speed is
+measured here, never in tests; figures taken on a loaded machine are not figures.
 """
 
 from __future__ import annotations
@@ -18,7 +23,6 @@ import time
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from hydra import compose, initialize_config_dir
 
 import tinygpt.train  # noqa: F401  (registers the config's schema and resolvers)
@@ -29,6 +33,7 @@ from tinygpt.train.module import GPTModule
 from tinygpt.train.optim import OptimConfig, build_optimizer
 from tinygpt.train.run import model_config
 from tinygpt.train.speed import compute_dtype, matmul_peak
+from tinygpt.train.speedups import SpeedConfig, optimizer_flags
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 PARTS = ("batch", "forward", "backward", "optimizer")
@@ -39,9 +44,13 @@ def time_parts(cfg, steps: int, warmup: int, device: str) -> dict:
     datamodule.setup("fit")
     config = model_config(cfg, datamodule.vocab_size)
     optim = OptimConfig.from_omegaconf(cfg.optim)
+    speed = SpeedConfig.from_node(cfg.speed)
+    precision = str(cfg.trainer.precision)
     torch.manual_seed(0)
-    model = GPTModule(vars(config), vars(optim), steps + warmup).model.to(device).train()
-    optimizer, schedule = build_optimizer(model, optim, steps + warmup)
+    module = GPTModule(vars(config), vars(optim), steps + warmup, speed=vars(speed)).to(device).train()
+    model = module.model
+    optimizer, schedule = build_optimizer(model, optim, steps + warmup, optimizer_flags(speed))
+    autocast = torch.autocast(device.split(":")[0], dtype=torch.bfloat16, enabled=precision == "bf16-mixed")
     batches = datamodule.train_batches
 
     def clock() -> float:
@@ -55,13 +64,14 @@ def time_parts(cfg, steps: int, warmup: int, device: str) -> dict:
         x, y = batches.batch(step)
         x, y = x.to(device), y.to(device)
         t1 = clock()
-        out = model(x)
-        loss = F.cross_entropy(out.logits.flatten(0, 1), y.flatten()) + out.aux_loss
+        with autocast:
+            loss, aux_loss = module.compute_loss(x, y)
         t2 = clock()
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        (loss + aux_loss).backward()
         t3 = clock()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), optim.grad_clip)
+        if optim.grad_clip > 0:  # 0 means no clipping, as for the Trainer's gradient_clip_val
+            torch.nn.utils.clip_grad_norm_(model.parameters(), optim.grad_clip)
         optimizer.step()
         schedule.step()
         t4 = clock()
@@ -71,10 +81,11 @@ def time_parts(cfg, steps: int, warmup: int, device: str) -> dict:
     per_step = {part: seconds / steps for part, seconds in totals.items()}
     tokens = x.numel()
     step_s = sum(per_step.values())
-    peak = cfg.speed.peak_flops or matmul_peak(compute_dtype(str(cfg.trainer.precision)))
+    peak = cfg.speed.peak_flops or matmul_peak(compute_dtype(precision))
     rate = tokens / step_s
     return {
         "tokenizer": cfg.data.tokenizer.name,
+        "precision": precision,
         "vocab": datamodule.vocab_size,
         "parameters": model.num_parameters(),
         "tokens": tokens,
@@ -93,29 +104,38 @@ def main() -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--out", default=None, help="also write the Markdown table here")
     parser.add_argument(
+        "--tokenizers",
+        default=None,
+        help="comma list of data/tokenizer options to time one after another (003's table: char,bpe); "
+        "default: the config's own",
+    )
+    parser.add_argument(
         "overrides", nargs="*", default=["experiment=blog"], help="config overrides (default: experiment=blog)"
     )
     args = parser.parse_args()
     rows = []
-    for kind in ("char", "bpe"):
+    kinds = args.tokenizers.split(",") if args.tokenizers else [None]
+    for kind in kinds:
+        tokenizer = [] if kind is None else [f"data/tokenizer={kind}"]
         with initialize_config_dir(str(CONF), version_base="1.3"):
-            cfg = compose("train", overrides=[*args.overrides, f"data/tokenizer={kind}"])
+            cfg = compose("train", overrides=[*args.overrides, *tokenizer])
         rows.append(time_parts(cfg, args.steps, args.warmup, args.device))
     lines = [
         f"# Step parts: `python scripts/step_parts.py --steps {args.steps} --warmup {args.warmup} "
-        f"{' '.join(args.overrides)}`",
+        + (f"--tokenizers {args.tokenizers} " if args.tokenizers else "")
+        + f"{' '.join(args.overrides)}`",
         "",
         f"{platform.machine()}, device {args.device}, {torch.get_num_threads()} torch threads, torch "
         f"{torch.__version__}; milliseconds per step, averaged over {args.steps} steps.",
         "",
-        "| tokens | parameters | batch | forward | backward | optimizer | step | tokens/s | MFU |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| tokens | precision | parameters | batch | forward | backward | optimizer | step | tokens/s | MFU |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in rows:
         ms = r["parts_ms"]
         mfu = "" if r["mfu"] is None else f"{r['mfu']:.1%}"
         lines.append(
-            f"| {r['tokenizer']} (V={r['vocab']:,}) | {r['parameters']:,} | {ms['batch']:.1f} | "
+            f"| {r['tokenizer']} (V={r['vocab']:,}) | {r['precision']} | {r['parameters']:,} | {ms['batch']:.1f} | "
             f"{ms['forward']:.1f} | {ms['backward']:.1f} | {ms['optimizer']:.1f} | {r['step_ms']:.1f} | "
             f"{r['tokens_per_s']:,.0f} | {mfu} |"
         )

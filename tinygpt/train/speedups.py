@@ -15,12 +15,16 @@ Each switch changes how a step is computed, never what it computes beyond a stat
   the weights concatenated per forward (the parameters stay separate Linears: names and checkpoints unchanged);
   "separate" is one matmul per Linear. Loss and gradients agree to float rounding (tested, fp32 and bf16).
 - `compile`: `torch.compile` of the model's trunk (everything but the head and loss) for training. It costs a
-  cold start of tens of seconds on a CPU (inductor builds C++ kernels), paid again for every new process.
+  cold start of tens of seconds on a CPU (inductor builds C++ kernels), paid again for every new process, and
+  measured quietly it gains only where the trunk is most of the step and there is no dropout (`llama003`:
+  1.05-1.10x); on 003's experiment (dropout 0.2) and on 000's 50k-vocabulary model it is slower (0.90-0.97x),
+  so it is off by default.
 - `optimizer`: AdamW's implementation, "fused" (one kernel over all parameters; CPU and CUDA), "foreach"
   (batched tensor ops) or "for_loop" (torch's CPU default); the same update up to float rounding.
 
-Defaults are chosen by rough measurement on the project's 2-core CPU (docs/benchmarks/train.md says how and
-how to re-measure with `scripts/bench_train.py --ab`). None of them changes parameter names or checkpoints.
+Defaults are chosen by measurement on the project's 2-core CPU: quiet A/B runs for `attention`, `projections`
+and `compile`, rough ones under load for `optimizer` (docs/benchmarks/train.md says how, and how to re-measure
+with `scripts/bench_train.py --ab`). None of them changes parameter names or checkpoints.
 """
 
 from __future__ import annotations
