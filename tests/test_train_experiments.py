@@ -161,6 +161,18 @@ def test_moonshot_holds_out_shakespeares_last_tenth():
     assert 600 % cfg.checkpoint.keep_every_n_steps == 0
 
 
+
+def test_moonshot_peps_is_the_moonshot_recipe_on_blogs_data():
+    """The same recipe on PEPs: every training and scoring setting of experiment=moonshot, the data of
+    experiment=blog (two whole documents held out, the dev slice the last 10% of the rest)."""
+    recipe = ["model", "optim", "trainer", "checkpoint", "score_once", "lr"]
+    moonshot, peps, blog = (compose_train([f"experiment={e}"]) for e in ("moonshot", "moonshot_peps", "blog"))
+    for key in recipe:
+        assert peps[key] == moonshot[key], key
+    assert peps.data == blog.data
+    assert (peps.data.name, peps.data.dev, peps.data.tokenizer.name) == ("peps", "tail", "char")
+    assert peps.name == "moonshot_peps"
+
 @requires_data
 def test_moonshot_splits_on_the_real_text():
     from tinygpt.data import TextDataModule
