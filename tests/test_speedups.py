@@ -111,7 +111,7 @@ def test_explicit_attention_without_dropout_equals_sdpa():
     torch.manual_seed(0)
     q, k, v = (torch.randn(2, 3, 10, 8) for _ in range(3))
     torch.testing.assert_close(
-        attention.explicit_causal_attention(q, k, v, 0.0),
+        attention.explicit_attention(q, k, v, 0.0),
         F.scaled_dot_product_attention(q, k, v, is_causal=True),
         rtol=1e-5,
         atol=1e-6,
@@ -124,7 +124,7 @@ def test_explicit_attention_dropout_drops_a_fraction_p_of_the_weights_and_rescal
     T, p = 64, 0.3
     q, k = torch.randn(4, 4, T, T), torch.randn(4, 4, T, T)
     v = torch.eye(T).expand(4, 4, T, T)
-    dropped = attention.explicit_causal_attention(q, k, v, p)
+    dropped = attention.explicit_attention(q, k, v, p)
     weights = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     causal = torch.ones(T, T, dtype=torch.bool).tril().expand_as(weights)
     assert (dropped[~causal] == 0).all()
@@ -136,15 +136,17 @@ def test_explicit_attention_dropout_drops_a_fraction_p_of_the_weights_and_rescal
 
 def test_the_attention_switch_routes_training_dropout_and_only_that(monkeypatch):
     calls = []
-    original = attention.explicit_causal_attention
-    monkeypatch.setattr(attention, "explicit_causal_attention", lambda *args: calls.append(args[-1]) or original(*args))
+    original = attention.explicit_attention
+    monkeypatch.setattr(
+        attention, "explicit_attention", lambda *args, **kw: calls.append(args[3]) or original(*args, **kw)
+    )
     model = GPT(GPTConfig(**{**TINY, "dropout": 0.25}))
     idx = torch.randint(0, 61, (2, 24))
-    apply_to_model(model, SpeedConfig(attention="explicit"))
+    apply_to_model(model, SpeedConfig(attention="explicit", dropout="torch"))
     model.train()(idx)
     assert calls == [0.25, 0.25]  # each layer, with the configured p
     model.eval()(idx)
-    apply_to_model(model, SpeedConfig(attention="sdpa"))
+    apply_to_model(model, SpeedConfig(attention="sdpa", dropout="torch"))
     model.train()(idx)
     assert calls == [0.25, 0.25]
 

@@ -161,7 +161,6 @@ def test_moonshot_holds_out_shakespeares_last_tenth():
     assert 600 % cfg.checkpoint.keep_every_n_steps == 0
 
 
-
 def test_moonshot_peps_is_the_moonshot_recipe_on_blogs_data():
     """The same recipe on PEPs: every training and scoring setting of experiment=moonshot, the data of
     experiment=blog (two whole documents held out, the dev slice the last 10% of the rest)."""
@@ -172,6 +171,7 @@ def test_moonshot_peps_is_the_moonshot_recipe_on_blogs_data():
     assert peps.data == blog.data
     assert (peps.data.name, peps.data.dev, peps.data.tokenizer.name) == ("peps", "tail", "char")
     assert peps.name == "moonshot_peps"
+
 
 @requires_data
 def test_moonshot_splits_on_the_real_text():

@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from tinygpt.model.config import GPTConfig
+from tinygpt.model.dropout import LEVELS, int16_keep_mask, resolved
 from tinygpt.model.kv_cache import KVCache
 from tinygpt.model.norm import RMSNorm
 from tinygpt.model.position import apply_rope
@@ -23,6 +24,8 @@ class CausalSelfAttention(nn.Module):
     writes the softmax out and drops its weights with F.dropout (the same Bernoulli(1 - p) mask and 1/(1 - p)
     scaling). Without dropout both use SDPA, which is exact attention either way (and SDPA's CPU flash kernel
     was about 4x faster than the written-out softmax at T 256, head 48: docs/benchmarks/train.md).
+    `dropout_impl` (speed.dropout) "int16" draws the weights' mask from 16-bit random slices
+    (tinygpt/model/dropout.py); SDPA cannot take a mask of ours, so it implies the written-out softmax.
 
     `fused` (speed.projections, likewise runtime only): q, k and v come from one matmul against the three
     weights concatenated per forward, as litgpt's fused QKV does, while the parameters stay three Linears
@@ -30,6 +33,7 @@ class CausalSelfAttention(nn.Module):
     """
 
     impl = "sdpa"
+    dropout_impl = "auto"
     fused = False
 
     def __init__(self, config: GPTConfig, layer_index: int):
@@ -71,8 +75,8 @@ class CausalSelfAttention(nn.Module):
             y = self._biased_attention(q, k, v, attn_bias, cache, dropout_p)
         elif cache is None:
             k, v = self._repeat_kv(k), self._repeat_kv(v)
-            if dropout_p > 0 and self.impl == "explicit":
-                y = explicit_causal_attention(q, k, v, dropout_p)
+            if dropout_p > 0 and self.writes_out_dropout(q.device):
+                y = explicit_attention(q, k, v, dropout_p, resolved(self.dropout_impl, q.device))
             else:
                 y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout_p)
         else:
@@ -102,7 +106,13 @@ class CausalSelfAttention(nn.Module):
             visible = cache.mask
         mask = bias.to(q.dtype).masked_fill(~visible, float("-inf"))
         k, v = self._repeat_kv(k), self._repeat_kv(v)
+        if dropout_p > 0 and self.writes_out_dropout(q.device):
+            return explicit_attention(q, k, v, dropout_p, resolved(self.dropout_impl, q.device), additive=mask)
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+
+    def writes_out_dropout(self, device: torch.device) -> bool:
+        """Attention dropout through the written-out softmax: speed.attention=explicit, or int16 masks."""
+        return self.impl == "explicit" or resolved(self.dropout_impl, device) == "int16"
 
     def _project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """q, k, v as (B, T, width) each: three matmuls, or (fused) one over the concatenated weights."""
@@ -119,11 +129,27 @@ class CausalSelfAttention(nn.Module):
         return t if group == 1 else t.repeat_interleave(group, dim=1)
 
 
-def explicit_causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout_p: float) -> torch.Tensor:
-    """softmax(q kᵀ / √d + causal mask), dropped out with probability dropout_p, times v: what SDPA computes,
-    written out so that the dropout is an ordinary F.dropout on the (B, H, T, T) weights (cheap for small T)."""
+def explicit_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    dropout_p: float,
+    dropout_impl: str = "torch",
+    additive: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """softmax(q kᵀ / √d + mask), dropped out with probability dropout_p, times v: what SDPA computes, written
+    out so that the dropout is ours to choose. The mask is causal, or `additive` (a float mask with -inf where a
+    query may not look: ALiBi's). With int16 masks the 1/(1 - p) is applied to the (B, H, T, head) output
+    instead of the (B, H, T, T) weights: the same product, one pass over the large tensor fewer."""
     T, S = q.shape[-2], k.shape[-2]
     scores = (q * q.shape[-1] ** -0.5) @ k.transpose(-2, -1)
-    future = torch.ones(T, S, dtype=torch.bool, device=q.device).triu_(S - T + 1)
-    weights = torch.softmax(scores.masked_fill_(future, float("-inf")), dim=-1)
+    if additive is None:
+        future = torch.ones(T, S, dtype=torch.bool, device=q.device).triu_(S - T + 1)
+        scores = scores.masked_fill_(future, float("-inf"))
+    else:
+        scores = scores + additive
+    weights = torch.softmax(scores, dim=-1)
+    if dropout_impl == "int16" and round(dropout_p * LEVELS) < LEVELS:
+        keep, scale = int16_keep_mask(weights.shape, dropout_p, weights.device)
+        return (torch.where(keep, weights, 0).to(v.dtype) @ v).mul_(scale)
     return F.dropout(weights, dropout_p, training=True).to(v.dtype) @ v

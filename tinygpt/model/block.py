@@ -7,6 +7,7 @@ from torch import nn
 
 from tinygpt.model.attention import CausalSelfAttention
 from tinygpt.model.config import GPTConfig
+from tinygpt.model.dropout import Dropout
 from tinygpt.model.kv_cache import KVCache
 from tinygpt.model.mlp import make_mlp
 from tinygpt.model.norm import make_norm
@@ -37,7 +38,7 @@ class Block(nn.Module):
         self.attention = CausalSelfAttention(config, layer_index)
         self.norm2 = make_norm(config.norm, config.d_model, config.norm_eps, config.bias)
         self.mlp = make_mlp(config)
-        self.drop = nn.Dropout(config.dropout)  # on each sublayer's output, before it reaches the stream
+        self.drop = Dropout(config.dropout)  # on each sublayer's output, before it reaches the stream
 
     def forward(
         self,

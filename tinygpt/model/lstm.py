@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from tinygpt.model.dropout import Dropout
 from tinygpt.model.gpt import GPTOutput
 
 
@@ -86,7 +87,7 @@ class CharLSTM(nn.Module):
             batch_first=True,
             dropout=config.dropout if config.n_layers > 1 else 0.0,
         )
-        self.drop = nn.Dropout(config.dropout)
+        self.drop = Dropout(config.dropout)  # speed.dropout applies; nn.LSTM's own between layers is torch's
         self.head = nn.Linear(config.d_model, config.vocab_size)
 
     has_aux_loss = False  # features() returns a zero auxiliary loss, as the GPT's interface asks

@@ -131,6 +131,7 @@ class SpeedSchema:
     loss: str = "chunked"
     loss_chunk: int | None = None
     attention: str = "sdpa"
+    dropout: str = "auto"
     compile: bool = False
     projections: str = "separate"
     optimizer: str = "fused"

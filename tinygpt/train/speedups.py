@@ -11,6 +11,12 @@ Each switch changes how a step is computed, never what it computes beyond a stat
   distribution (a Bernoulli(1 - p) mask and 1/(1 - p) scaling), different random draws. Both cost several
   times attention itself on a CPU; in a quiet whole-step A/B on nanoGPT's shape at dropout 0.2 sdpa was 1.07x
   explicit, so sdpa is the default.
+- `dropout`: where dropout masks come from (model/dropout.py): "torch" (F.dropout, or SDPA's own under
+  attention=sdpa), or "int16", two masks' worth of 16-bit draws per random 32-bit word, the drop probability
+  rounded to a multiple of 1/65,536 and the scale 1/(1 - that), so every expectation is kept; attention dropout
+  then goes through the written-out softmax, with the scale applied to its (B, H, T, head) output. "auto" (the
+  default) is int16 on a CPU, where a whole step at dropout 0.2 measured 1.15-1.25x (fp32) and 1.47-1.67x
+  (bf16) torch's, and torch's on other devices (one fused CUDA kernel; not measured here).
 - `projections`: "fused" computes attention's q, k, v as one matmul and SwiGLU's gate and up as one, against
   the weights concatenated per forward (the parameters stay separate Linears: names and checkpoints unchanged);
   "separate" is one matmul per Linear. Loss and gradients agree to float rounding (tested, fp32 and bf16).
@@ -35,11 +41,13 @@ from typing import Any
 from torch import nn
 
 from tinygpt.model.attention import ATTENTION_IMPLS, CausalSelfAttention
+from tinygpt.model.dropout import DROPOUT_IMPLS, Dropout
 from tinygpt.model.mlp import SwiGLU
 
 CHOICES = {
     "loss": ("chunked", "full"),
     "attention": ATTENTION_IMPLS,
+    "dropout": DROPOUT_IMPLS,
     "projections": ("fused", "separate"),
     "optimizer": ("fused", "foreach", "for_loop"),
 }
@@ -50,6 +58,7 @@ class SpeedConfig:
     loss: str = "chunked"
     loss_chunk: int | None = None
     attention: str = "sdpa"
+    dropout: str = "auto"
     projections: str = "separate"
     compile: bool = False
     optimizer: str = "fused"
@@ -90,6 +99,9 @@ def apply_to_model(model: nn.Module, config: SpeedConfig) -> None:
     for module in model.modules():
         if isinstance(module, CausalSelfAttention):
             module.impl = config.attention
+            module.dropout_impl = config.dropout
+        if isinstance(module, Dropout):
+            module.impl = config.dropout
         if isinstance(module, (CausalSelfAttention, SwiGLU)):
             module.fused = config.projections == "fused"
 
