@@ -13,6 +13,7 @@ from tinygpt.model.norm import RMSNorm
 from tinygpt.model.position import apply_rope
 
 ATTENTION_IMPLS = ("sdpa", "explicit")
+ATTENTION_DTYPES = ("auto", "float32", "compute")
 
 
 class CausalSelfAttention(nn.Module):
@@ -27,6 +28,12 @@ class CausalSelfAttention(nn.Module):
     `dropout_impl` (speed.dropout) "int16" draws the weights' mask from 16-bit random slices
     (tinygpt/model/dropout.py); SDPA cannot take a mask of ours, so it implies the written-out softmax.
 
+    `attention_dtype` (speed.attention_dtype): under bf16/fp16 autocast, "compute" runs the attention core
+    (scores, softmax, dropout, weights times values) in autocast's dtype, "float32" in fp32 with autocast off
+    (q, k, v cast up, the output cast back), "auto" fp32 for SDPA on a CPU and the compute dtype otherwise (see
+    `upcasts`); the projections stay in the compute dtype either way. The KV-cache path (generation) is left as
+    it is.
+
     `fused` (speed.projections, likewise runtime only): q, k and v come from one matmul against the three
     weights concatenated per forward, as litgpt's fused QKV does, while the parameters stay three Linears
     (names, checkpoints and the HF exporter unchanged); the same numbers up to float rounding.
@@ -34,6 +41,7 @@ class CausalSelfAttention(nn.Module):
 
     impl = "sdpa"
     dropout_impl = "auto"
+    attention_dtype = "auto"
     fused = False
 
     def __init__(self, config: GPTConfig, layer_index: int):
@@ -71,14 +79,14 @@ class CausalSelfAttention(nn.Module):
         if rope is not None:  # values are never rotated: position decides who attends, not what is passed
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
         dropout_p = self.dropout if self.training else 0.0
-        if attn_bias is not None:  # an additive bias: the causal mask joins it as -inf on the future
-            y = self._biased_attention(q, k, v, attn_bias, cache, dropout_p)
+        dtype = q.dtype
+        if cache is None and self.upcasts(q, dropout_p):  # the core in fp32, outside autocast (attention_dtype)
+            with torch.autocast(q.device.type, enabled=False):
+                y = self._core(q.float(), k.float(), v.float(), attn_bias, dropout_p).to(dtype)
         elif cache is None:
-            k, v = self._repeat_kv(k), self._repeat_kv(v)
-            if dropout_p > 0 and self.writes_out_dropout(q.device):
-                y = explicit_attention(q, k, v, dropout_p, resolved(self.dropout_impl, q.device))
-            else:
-                y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout_p)
+            y = self._core(q, k, v, attn_bias, dropout_p)
+        elif attn_bias is not None:
+            y = self._biased_attention(q, k, v, attn_bias, cache, dropout_p)
         else:
             # The cache keeps the un-repeated heads; attention runs over its full, fixed-size buffers
             # with the cache's mask hiding the future and the unwritten slots.
@@ -87,6 +95,27 @@ class CausalSelfAttention(nn.Module):
                 q, k, v, attn_mask=cache.mask, dropout_p=dropout_p, enable_gqa=self.n_kv_heads != self.n_heads
             )
         return self.out_proj(y.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim))
+
+    def _core(self, q, k, v, attn_bias: torch.Tensor | None, dropout_p: float) -> torch.Tensor:
+        """Attention over the window itself (no cache): causal, or with an additive bias (ALiBi)."""
+        if attn_bias is not None:  # an additive bias: the causal mask joins it as -inf on the future
+            return self._biased_attention(q, k, v, attn_bias, None, dropout_p)
+        k, v = self._repeat_kv(k), self._repeat_kv(v)
+        if dropout_p > 0 and self.writes_out_dropout(q.device):
+            return explicit_attention(q, k, v, dropout_p, resolved(self.dropout_impl, q.device))
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout_p)
+
+    def upcasts(self, q: torch.Tensor, dropout_p: float) -> bool:
+        """Whether the core runs in fp32: q (hence k and v) in a 16-bit dtype, as autocast leaves them, and
+        speed.attention_dtype float32; or auto on a CPU when the core is SDPA's, whose CPU kernels ran slower in
+        bf16 than in fp32 (a whole bf16 step 1.03-1.17x with the fp32 core), but not the written-out softmax of
+        attention dropout, which ran faster in bf16 (0.75x in fp32): docs/benchmarks/train.md, Round 6."""
+        if q.dtype not in (torch.bfloat16, torch.float16) or self.attention_dtype == "compute":
+            return False
+        if self.attention_dtype == "float32":
+            return True
+        written_out = dropout_p > 0 and self.writes_out_dropout(q.device)
+        return q.device.type == "cpu" and not written_out
 
     def _biased_attention(
         self,

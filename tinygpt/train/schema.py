@@ -131,6 +131,7 @@ class SpeedSchema:
     loss: str = "chunked"
     loss_chunk: int | None = None
     attention: str = "sdpa"
+    attention_dtype: str = "auto"
     dropout: str = "auto"
     compile: bool = False
     projections: str = "separate"

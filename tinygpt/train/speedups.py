@@ -11,6 +11,11 @@ Each switch changes how a step is computed, never what it computes beyond a stat
   distribution (a Bernoulli(1 - p) mask and 1/(1 - p) scaling), different random draws. Both cost several
   times attention itself on a CPU; in a quiet whole-step A/B on nanoGPT's shape at dropout 0.2 sdpa was 1.07x
   explicit, so sdpa is the default.
+- `attention_dtype`: the attention core's dtype under bf16/fp16 autocast (model/attention.py): "compute"
+  (autocast's), "float32" (q, k, v cast up, autocast off, the output cast back), "auto" (the default): fp32 for
+  SDPA on a CPU, whose bf16 kernels were slower than its fp32 ones (a whole bf16 step 1.03x on llama003, 1.17x
+  on nanoGPT's shape at dropout 0, 1.10x on since_gpt2), and the compute dtype for the written-out softmax of
+  attention dropout (0.75x in fp32) and on other devices. More exact, not less: within bf16 rounding (tested).
 - `dropout`: where dropout masks come from (model/dropout.py): "torch" (F.dropout, or SDPA's own under
   attention=sdpa), or "int16", two masks' worth of 16-bit draws per random 32-bit word, the drop probability
   rounded to a multiple of 1/65,536 and the scale 1/(1 - that), so every expectation is kept; attention dropout
@@ -40,13 +45,14 @@ from typing import Any
 
 from torch import nn
 
-from tinygpt.model.attention import ATTENTION_IMPLS, CausalSelfAttention
+from tinygpt.model.attention import ATTENTION_DTYPES, ATTENTION_IMPLS, CausalSelfAttention
 from tinygpt.model.dropout import DROPOUT_IMPLS, Dropout
 from tinygpt.model.mlp import SwiGLU
 
 CHOICES = {
     "loss": ("chunked", "full"),
     "attention": ATTENTION_IMPLS,
+    "attention_dtype": ATTENTION_DTYPES,
     "dropout": DROPOUT_IMPLS,
     "projections": ("fused", "separate"),
     "optimizer": ("fused", "foreach", "for_loop"),
@@ -58,6 +64,7 @@ class SpeedConfig:
     loss: str = "chunked"
     loss_chunk: int | None = None
     attention: str = "sdpa"
+    attention_dtype: str = "auto"
     dropout: str = "auto"
     projections: str = "separate"
     compile: bool = False
@@ -100,6 +107,7 @@ def apply_to_model(model: nn.Module, config: SpeedConfig) -> None:
         if isinstance(module, CausalSelfAttention):
             module.impl = config.attention
             module.dropout_impl = config.dropout
+            module.attention_dtype = config.attention_dtype
         if isinstance(module, Dropout):
             module.impl = config.dropout
         if isinstance(module, (CausalSelfAttention, SwiGLU)):
