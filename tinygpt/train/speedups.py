@@ -10,7 +10,8 @@ Each switch changes how a step is computed, never what it computes beyond a stat
   "sdpa" inside `scaled_dot_product_attention`, "explicit" as softmax weights dropped by F.dropout. The same
   distribution (a Bernoulli(1 - p) mask and 1/(1 - p) scaling), different random draws. Both cost several
   times attention itself on a CPU; in a quiet whole-step A/B on nanoGPT's shape at dropout 0.2 sdpa was 1.07x
-  explicit, so sdpa is the default.
+  explicit, so sdpa is the default. It picks between torch's masks only: with `dropout` int16 (auto on a CPU)
+  attention dropout always takes the written-out softmax.
 - `attention_dtype`: the attention core's dtype under bf16/fp16 autocast (model/attention.py): "compute"
   (autocast's), "float32" (q, k, v cast up, autocast off, the output cast back), "auto" (the default): fp32 for
   SDPA on a CPU, whose bf16 kernels were slower than its fp32 ones (a whole bf16 step 1.03x on llama003, 1.17x
