@@ -79,14 +79,15 @@ class CausalSelfAttention(nn.Module):
         if rope is not None:  # values are never rotated: position decides who attends, not what is passed
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
         dropout_p = self.dropout if self.training else 0.0
+        masks = self.written_out_masks(q.device, dropout_p)
         dtype = q.dtype
-        if cache is None and self.upcasts(q, dropout_p):  # the core in fp32, outside autocast (attention_dtype)
+        if cache is None and self.upcasts(q, masks):  # the core in fp32, outside autocast (attention_dtype)
             with torch.autocast(q.device.type, enabled=False):
-                y = self._core(q.float(), k.float(), v.float(), attn_bias, dropout_p).to(dtype)
+                y = self._core(q.float(), k.float(), v.float(), attn_bias, dropout_p, masks).to(dtype)
         elif cache is None:
-            y = self._core(q, k, v, attn_bias, dropout_p)
+            y = self._core(q, k, v, attn_bias, dropout_p, masks)
         elif attn_bias is not None:
-            y = self._biased_attention(q, k, v, attn_bias, cache, dropout_p)
+            y = self._biased_attention(q, k, v, attn_bias, cache, dropout_p, masks)
         else:
             # The cache keeps the un-repeated heads; attention runs over its full, fixed-size buffers
             # with the cache's mask hiding the future and the unwritten slots.
@@ -96,16 +97,25 @@ class CausalSelfAttention(nn.Module):
             )
         return self.out_proj(y.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim))
 
-    def _core(self, q, k, v, attn_bias: torch.Tensor | None, dropout_p: float) -> torch.Tensor:
+    def _core(self, q, k, v, attn_bias: torch.Tensor | None, dropout_p: float, masks: str | None) -> torch.Tensor:
         """Attention over the window itself (no cache): causal, or with an additive bias (ALiBi)."""
         if attn_bias is not None:  # an additive bias: the causal mask joins it as -inf on the future
-            return self._biased_attention(q, k, v, attn_bias, None, dropout_p)
+            return self._biased_attention(q, k, v, attn_bias, None, dropout_p, masks)
         k, v = self._repeat_kv(k), self._repeat_kv(v)
-        if dropout_p > 0 and self.writes_out_dropout(q.device):
-            return explicit_attention(q, k, v, dropout_p, resolved(self.dropout_impl, q.device))
+        if masks is not None:
+            return explicit_attention(q, k, v, dropout_p, masks)
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout_p)
 
-    def upcasts(self, q: torch.Tensor, dropout_p: float) -> bool:
+    def written_out_masks(self, device: torch.device, dropout_p: float) -> str | None:
+        """The dropout masks ("torch" or "int16") when attention dropout goes through the written-out softmax
+        (speed.attention=explicit, or int16 masks, which SDPA cannot take); None when SDPA computes it all.
+        Resolved once per forward."""
+        if dropout_p == 0:
+            return None
+        masks = resolved(self.dropout_impl, device)
+        return masks if self.impl == "explicit" or masks == "int16" else None
+
+    def upcasts(self, q: torch.Tensor, masks: str | None) -> bool:
         """Whether the core runs in fp32: q (hence k and v) in a 16-bit dtype, as autocast leaves them, and
         speed.attention_dtype float32; or auto on a CPU when the core is SDPA's, whose CPU kernels ran slower in
         bf16 than in fp32 (a whole bf16 step 1.03-1.17x with the fp32 core), but not the written-out softmax of
@@ -114,8 +124,7 @@ class CausalSelfAttention(nn.Module):
             return False
         if self.attention_dtype == "float32":
             return True
-        written_out = dropout_p > 0 and self.writes_out_dropout(q.device)
-        return q.device.type == "cpu" and not written_out
+        return q.device.type == "cpu" and masks is None
 
     def _biased_attention(
         self,
@@ -125,6 +134,7 @@ class CausalSelfAttention(nn.Module):
         bias: torch.Tensor,
         cache: KVCache | None,
         dropout_p: float,
+        masks: str | None,
     ) -> torch.Tensor:
         """SDPA with a float mask: the bias where a query may look, -inf elsewhere (future or unwritten slots)."""
         if cache is None:
@@ -135,13 +145,9 @@ class CausalSelfAttention(nn.Module):
             visible = cache.mask
         mask = bias.to(q.dtype).masked_fill(~visible, float("-inf"))
         k, v = self._repeat_kv(k), self._repeat_kv(v)
-        if dropout_p > 0 and self.writes_out_dropout(q.device):
-            return explicit_attention(q, k, v, dropout_p, resolved(self.dropout_impl, q.device), additive=mask)
+        if masks is not None:
+            return explicit_attention(q, k, v, dropout_p, masks, additive=mask)
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
-
-    def writes_out_dropout(self, device: torch.device) -> bool:
-        """Attention dropout through the written-out softmax: speed.attention=explicit, or int16 masks."""
-        return self.impl == "explicit" or resolved(self.dropout_impl, device) == "int16"
 
     def _project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """q, k, v as (B, T, width) each: three matmuls, or (fused) one over the concatenated weights."""
