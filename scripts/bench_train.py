@@ -5,6 +5,7 @@
     python scripts/bench_train.py --shapes llama003 --precisions bf16-mixed --steps 20
     python scripts/bench_train.py --shapes since_gpt2 --ab speed.loss=full,chunked --no-plain   # A/B a switch
     python scripts/bench_train.py --set speed.compile=true --warmup 5                           # any override
+    python scripts/bench_train.py --set speed.malloc=system      # per-process switches: one process per value
 
 Shapes (the issue's, as in ../shared/peers/shapes.py): `blog` (003's experiment: PEPs, characters, dropout
 0.2), `llama003` (Tiny Shakespeare, BPE 2,048, dropout 0), `nanogpt_d02` / `nanogpt_d0` (nanoGPT's
@@ -139,6 +140,11 @@ def main() -> None:
         key, _, values = args.ab.partition("=")
         if not values:
             parser.error(f"--ab {args.ab!r}: expected KEY=A,B, e.g. speed.loss=full,chunked")
+        if key == "speed.malloc":  # the setting belongs to the process: every variant would run with the last one
+            parser.error(
+                "--ab speed.malloc=...: malloc's thresholds are per process; run one process per value, "
+                "interleaved (--set speed.malloc=keep, then --set speed.malloc=system)"
+            )
         variants = [[f"{key}={value}"] for value in values.split(",")]
     loops = ("lightning",) if args.no_plain else ("plain", "lightning")
 

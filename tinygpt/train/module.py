@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from tinygpt.metrics import LN2, BitsPerByte
 from tinygpt.model import build_model
 from tinygpt.model.fused_loss import linear_cross_entropy
+from tinygpt.train.malloc import apply_malloc
 from tinygpt.train.optim import OptimConfig, build_optimizer
 from tinygpt.train.speedups import SpeedConfig, apply_to_model, optimizer_flags
 
@@ -37,6 +38,7 @@ class GPTModule(L.LightningModule):
         self.optim_config = OptimConfig(**optim)
         self.speed_config = SpeedConfig(**(speed or {}))
         apply_to_model(self.model, self.speed_config)
+        apply_malloc(self.speed_config.malloc)  # the process's malloc thresholds (tinygpt/train/malloc.py)
         # torch.compile of a bound method, not of the module: the state_dict keeps its names
         self._features = self.model.features
         if self.speed_config.compile:

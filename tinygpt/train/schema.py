@@ -136,6 +136,7 @@ class SpeedSchema:
     compile: bool = False
     projections: str = "separate"
     optimizer: str = "fused"
+    malloc: str = "auto"
     peak_flops: float | None = None
 
 

@@ -33,9 +33,14 @@ Each switch changes how a step is computed, never what it computes beyond a stat
   so it is off by default.
 - `optimizer`: AdamW's implementation, "fused" (one kernel over all parameters; CPU and CUDA), "foreach"
   (batched tensor ops) or "for_loop" (torch's CPU default); the same update up to float rounding.
+- `malloc`: "keep" raises glibc's mmap and trim thresholds so freed tensors stay in the heap for the next step
+  instead of being unmapped and faulted in again (tinygpt/train/malloc.py); "system" leaves glibc as it is;
+  "auto" (the default) is keep where the C library is glibc. Nothing computed changes (bit-identical, tested);
+  since_gpt2's bf16 step ran 1.40x faster on the project's CPU, the other shapes within noise. Per process,
+  applied when the GPTModule is built.
 
-Defaults are chosen by measurement on the project's 2-core CPU: quiet A/B runs for `attention`, `projections`
-and `compile`, rough ones under load for `optimizer` (docs/benchmarks/train.md says how, and how to re-measure
+Defaults are chosen by measurement on the project's 2-core CPU: quiet A/B runs for `attention`, `projections`,
+`compile` and `malloc`, rough ones under load for `optimizer` (docs/benchmarks/train.md says how, and how to re-measure
 with `scripts/bench_train.py --ab`). None of them changes parameter names or checkpoints.
 """
 
@@ -49,6 +54,7 @@ from torch import nn
 from tinygpt.model.attention import ATTENTION_DTYPES, ATTENTION_IMPLS, CausalSelfAttention
 from tinygpt.model.dropout import DROPOUT_IMPLS, Dropout
 from tinygpt.model.mlp import SwiGLU
+from tinygpt.train.malloc import MALLOC_IMPLS
 
 CHOICES = {
     "loss": ("chunked", "full"),
@@ -57,6 +63,7 @@ CHOICES = {
     "dropout": DROPOUT_IMPLS,
     "projections": ("fused", "separate"),
     "optimizer": ("fused", "foreach", "for_loop"),
+    "malloc": MALLOC_IMPLS,
 }
 
 
@@ -70,6 +77,7 @@ class SpeedConfig:
     projections: str = "separate"
     compile: bool = False
     optimizer: str = "fused"
+    malloc: str = "auto"
 
     def __post_init__(self) -> None:
         for name, allowed in CHOICES.items():
