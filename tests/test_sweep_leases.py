@@ -120,6 +120,8 @@ def job_config(tmp_path, *, launcher="placement", mode=RunMode.MULTIRUN, devices
             },
             "trainer": {"devices": devices, "accelerator": "auto"},
             "sweep": {"cpu_jobs": 1, "simulate_devices": simulate, "lease_dir": str(tmp_path / "leases")},
+            "resume": "auto",
+            "ckpt_path": None,
         }
     )
 
@@ -153,6 +155,26 @@ def test_callback_leases_a_device_divides_threads_and_releases_after_a_failed_jo
     callback.on_job_end(config, job_return=None)
 
 
+def test_a_finished_job_a_rerun_skips_leases_nothing_and_keeps_its_placement_record(tmp_path, restore_threads):
+    (tmp_path / "run.json").write_text(json.dumps({"status": "finished"}))
+    (tmp_path / "placement.json").write_text('{"device": "where it trained"}')
+    callback = placement.DevicePlacement()
+    callback.on_job_start(job_config(tmp_path), task_function=None)
+    assert placement.current() is None and torch.get_num_threads() == restore_threads
+    other = try_acquire(tmp_path / "leases", ["sim-0"])
+    assert other is not None  # the first device was left free
+    callback.on_job_end(job_config(tmp_path), job_return=None)
+    assert json.loads((tmp_path / "placement.json").read_text()) == {"device": "where it trained"}
+    # resume=never trains it again (or refuses to), so that job is placed as any other
+    retrain = job_config(tmp_path)
+    retrain.resume = "never"
+    callback.on_job_start(retrain, task_function=None)
+    assert placement.current().lease.name == "sim-1"  # sim-0 is held by the try_acquire above
+    callback.on_job_end(retrain, job_return=None)
+    assert json.loads((tmp_path / "placement.json").read_text())["device"] == "sim-1"
+    other.release()
+
+
 @pytest.mark.parametrize("change", [{"launcher": "basic"}, {"mode": RunMode.RUN}, {"devices": [1]}, {"devices": 2}])
 def test_placement_leaves_other_launchers_single_runs_and_explicit_devices_alone(tmp_path, change, restore_threads):
     config = job_config(tmp_path, **change)
@@ -173,7 +195,7 @@ def hydra_job():
 
     yield start
     HydraConfig.instance().cfg = None
-    placement._current = None
+    placement._current, placement._skipping = None, False
 
 
 def test_apply_placement_pins_the_leased_gpu(hydra_job, tmp_path):
@@ -191,6 +213,9 @@ def test_apply_placement_fails_a_job_placement_could_not_lease_a_device(hydra_jo
     with pytest.raises(RuntimeError, match="no device lease"):
         placement.apply_placement(cfg)
     assert placement.apply_placement(hydra_job("hydra/launcher=basic")) is not None
+    cfg = hydra_job()  # the placement launcher again
+    placement._skipping = True  # a finished job being skipped leased nothing on purpose
+    assert placement.apply_placement(cfg) is cfg
 
 
 def test_multi_device_jobs_are_refused_inside_a_multirun(hydra_job):

@@ -1,6 +1,6 @@
 """Sweep resumption with automatic placement: a sweep killed mid-way (kill -9 of the whole process group, as a
-crash or a lost machine would) and rerun with the same command skips its finished job and resumes the other
-from checkpoints/last.ckpt."""
+crash or a lost machine would) and rerun with the same command skips its finished job (without leasing it a
+device or rewriting its placement.json) and resumes the other from checkpoints/last.ckpt."""
 
 from __future__ import annotations
 
@@ -62,6 +62,8 @@ def test_rerunning_an_interrupted_sweep_skips_finished_jobs_and_resumes_the_othe
     killed_at = torch.load(long / "checkpoints" / "last.ckpt", weights_only=True)["global_step"]
     assert 0 < killed_at < LONG
     short_checkpoint = (short / "checkpoints" / "last.ckpt").stat().st_mtime_ns
+    short_placement = (short / "placement.json").read_text()
+    long_placement = json.loads((long / "placement.json").read_text())
 
     again = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
@@ -71,10 +73,12 @@ def test_rerunning_an_interrupted_sweep_skips_finished_jobs_and_resumes_the_othe
     assert record["status"] == "finished" and record["step"] == LONG
     assert record["resumed_from_step"] == killed_at
     assert [p["step"] for p in record["curve"]] == list(range(100, LONG + 1, 100))
-    # the rerun placed both jobs again (parallel, one CPU slot each), and released them
-    for job in (short, long):
-        lease = json.loads((job / "placement.json").read_text())
-        assert lease["kind"] == "cpu" and lease["parallel_jobs"] == 2 and lease["released_at"] is not None
+    # the rerun placed the resumed job again (parallel, one CPU slot each) and released it; the skipped one
+    # leased nothing, and its placement.json still says where it trained
+    lease = json.loads((long / "placement.json").read_text())
+    assert lease["kind"] == "cpu" and lease["parallel_jobs"] == 2 and lease["released_at"] is not None
+    assert lease["acquired_at"] > long_placement["acquired_at"]
+    assert (short / "placement.json").read_text() == short_placement
 
 
 def test_sigterm_stops_the_whole_sweep_after_saving_the_running_job(small_corpus, tmp_path):

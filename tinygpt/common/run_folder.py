@@ -90,6 +90,14 @@ def read_record(run_dir: str | Path) -> dict | None:
     return record
 
 
+def is_finished_and_skipped(record: dict | None, resume: str, ckpt_path: str | None) -> bool:
+    """Whether a job with this ``record`` (``read_record``) is skipped instead of trained: it finished, and
+    ``resume=auto`` without an explicit ``ckpt_path``. One rule for both who ask: training, which returns
+    the old record, and placement, which must then neither lease a device nor rewrite placement.json (the
+    file says where the job trained, not where a later rerun passed it by)."""
+    return resume == "auto" and not ckpt_path and bool(record) and record.get("status") == "finished"
+
+
 def write_record(run_dir: str | Path, record: dict) -> None:
     write_json_atomic(record_path(run_dir), record)
 

@@ -7,7 +7,9 @@ job's process, just before and after the job:
 
 - ``on_job_start`` leases a free device (leases.py: an OS file lock, so never two jobs on one device, and a
   crashed job's device comes back by itself), divides the CPU cores between the parallel jobs
-  (``torch.set_num_threads``) and writes ``placement.json`` into the job's folder;
+  (``torch.set_num_threads``) and writes ``placement.json`` into the job's folder. A finished job that a
+  rerun skips (``is_finished_and_skipped``) gets neither: it trains nothing, so it must not hold a device
+  another sweep is waiting for, and its placement.json keeps saying where it did train;
 - ``train()`` then pins the Trainer to the leased GPU (``apply_placement``);
 - ``on_job_end`` releases the lease, whether the job finished or failed.
 
@@ -32,7 +34,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, open_dict
 
 from tinygpt.common.files import write_json_atomic
-from tinygpt.common.run_folder import placement_path
+from tinygpt.common.run_folder import is_finished_and_skipped, placement_path, read_record
 from tinygpt.launch.devices import cpu_cores, device_pool, is_device_list, requested_devices
 from tinygpt.launch.leases import Lease, acquire
 from tinygpt.launch.multidevice import refuse_multi_device_jobs_in_sweep
@@ -54,6 +56,8 @@ class Placement:
 # The placement of the job running in this process. A launcher runs one job at a time per process (joblib
 # reuses its worker processes for later jobs, which is why on_job_start first releases any leftover).
 _current: Placement | None = None
+# This process's job is a finished one being skipped: placement applies but leased nothing, on purpose.
+_skipping = False
 
 
 def default_lease_dir() -> Path:
@@ -92,14 +96,18 @@ class DevicePlacement(Callback):
         exit_if_orphaned()
 
 
-def place(config: DictConfig) -> Placement:
-    global _current
+def place(config: DictConfig) -> Placement | None:
+    """Lease a device for this job and record it; None for a finished job the rerun will skip."""
+    global _current, _skipping
     import torch
 
+    output_dir = Path(config.hydra.runtime.output_dir)
+    if is_finished_and_skipped(read_record(output_dir), config.resume, config.ckpt_path):
+        _skipping = True
+        return None
     sweep = config.sweep
     pool = device_pool(config.trainer.accelerator, sweep.cpu_jobs, sweep.simulate_devices)
     lease_dir = Path(sweep.lease_dir) if sweep.lease_dir else default_lease_dir()
-    output_dir = Path(config.hydra.runtime.output_dir)
     lease = acquire(
         lease_dir,
         pool.names,
@@ -137,7 +145,8 @@ def place(config: DictConfig) -> Placement:
 
 def release() -> None:
     """Release this process's lease (if any) and give torch its threads back."""
-    global _current
+    global _current, _skipping
+    _skipping = False
     if _current is None:
         return
     import torch
@@ -162,7 +171,7 @@ def apply_placement(cfg: DictConfig) -> DictConfig:
         return cfg  # called outside a Hydra job (tests, notebooks)
     hydra = HydraConfig.get()
     refuse_multi_device_jobs_in_sweep(hydra.mode, cfg.trainer)
-    if placement_applies(hydra, cfg.trainer) and _current is None:
+    if placement_applies(hydra, cfg.trainer) and _current is None and not _skipping:
         raise RuntimeError(
             "automatic placement found no device lease for this job (see the DevicePlacement "
             "warning above); run with hydra/launcher=basic to train without placement"

@@ -14,7 +14,14 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
-from tinygpt.common.run_folder import DEV_BITS_PER_BYTE, KEPT_CHECKPOINT, checkpoints_dir, read_record, record_path
+from tinygpt.common.run_folder import (
+    DEV_BITS_PER_BYTE,
+    KEPT_CHECKPOINT,
+    checkpoints_dir,
+    is_finished_and_skipped,
+    read_record,
+    record_path,
+)
 from tinygpt.data import TextDataModule
 from tinygpt.launch.placement import apply_placement
 from tinygpt.model import GPTConfig, config_from, families
@@ -134,7 +141,7 @@ def _train(cfg: DictConfig, run: RunConfig, run_dir: Path, progress: list) -> di
     previous = read_record(run_dir)
     # score once: the held-out scoring step(s) and recipe, checked against what a resumed run registered
     registration = check_pre_registration(previous, pre_registration(OmegaConf.to_container(cfg, resolve=True)))
-    if run.resume == "auto" and not run.ckpt_path and previous and previous.get("status") == "finished":
+    if is_finished_and_skipped(previous, run.resume, run.ckpt_path):
         print(
             f"[tinygpt] {run_dir} already finished (best dev bpb {previous.get('best', {}).get(DEV_BITS_PER_BYTE)}); "
             "skipping. Use resume=never to train it again."
