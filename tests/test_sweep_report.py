@@ -285,3 +285,26 @@ def test_a_run_folder_written_before_the_metric_rename_still_reads(sweep, no_hel
         row = next(r for r in csv.DictReader(handle) if r["seed"] == "2" and "learned" in r["variant"])
     assert float(row["best_dev_bpb"]) == pytest.approx(5.7 * 1.5)
     assert f"{5.7 * 1.5:.3f}" in report.markdown.read_text()
+
+
+def test_a_collected_sweep_keeps_its_experiments_name(sweep, tmp_path, monkeypatch):
+    """docs/results/ keeps sweeps as <name>/runs/: the report and figure name the experiment, not "runs"."""
+    import shutil
+
+    import tinygpt.report.report as report_module
+    from tinygpt.report.jobs import Job
+
+    titles = []
+    real_plot = report_module.plot_curves
+    monkeypatch.setattr(
+        report_module, "plot_curves", lambda *a, title, **k: titles.append(title) or real_plot(*a, title=title, **k)
+    )
+    collected = shutil.copytree(sweep, tmp_path / "results" / "runs")
+    assert write_report(collected).markdown.read_text().startswith("# Sweep report: since_gpt2\n")
+    assert titles[-1].startswith("since_gpt2: ")
+    assert write_report(collected, title="000, 600 steps").markdown.read_text().startswith("# Sweep report: 000,")
+    assert titles[-1].startswith("000, 600 steps: ")
+    # no experiment that every run shares: the folder's name
+    mixed = [Job(("experiment=x", "seed=1"), None, None), Job(("experiment=y", "seed=1"), None, None)]
+    assert report_module.sweep_title(collected, mixed) == "runs"
+    assert report_module.sweep_title(collected, [Job(("+experiment=z",), None, None)]) == "z"

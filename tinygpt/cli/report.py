@@ -52,6 +52,11 @@ def main(argv: list[str] | None = None) -> int:
         help="draw only runs with one of these overrides, e.g. ablation=gpt2 ablation=rope "
         "ablation=modern (000's figure); the table keeps every run",
     )
+    parser.add_argument(
+        "--title",
+        default=None,
+        help="the report's and figure's name (default: the experiment every run shares, else the folder's name)",
+    )
     args = parser.parse_args(argv)
     report = write_report(
         args.sweep_dir,
@@ -61,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         held_out=args.held_out,
         ymax=args.ymax,
         figure_only=args.figure_only,
+        title=args.title,
     )
     print(report.markdown.read_text())
     print(f"wrote {report.markdown}, {report.figure}, {report.table}")

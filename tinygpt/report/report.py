@@ -79,8 +79,10 @@ def write_report(
     held_out: bool = False,
     ymax: float | None = None,
     figure_only: Sequence[str] = (),
+    title: str | None = None,
 ) -> Report:
-    """figure_only: draw only the runs with one of these overrides (000's figure shows 3 of the 6 variants)."""
+    """figure_only: draw only the runs with one of these overrides (000's figure shows 3 of the 6 variants).
+    title: the report's and figures' name; by default sweep_title's."""
     sweep_dir = Path(sweep_dir)
     out_dir = Path(out_dir) if out_dir else sweep_dir
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -94,6 +96,7 @@ def write_report(
     if metric not in METRICS:
         raise ValueError(f"metric={metric!r}: choose one of {sorted(METRICS)}")
     chosen = METRICS[metric]
+    title = title or sweep_title(sweep_dir, jobs)
 
     table = seeds_table(jobs, chosen) if style == "seeds" else steps_table(jobs, chosen)
     if not any(curve(job, chosen) for job in jobs):  # e.g. data.dev=none: nothing to tabulate but the statuses
@@ -105,11 +108,11 @@ def write_report(
     if figure_only and not drawn:
         raise ValueError(f"figure_only={list(figure_only)}: no run has any of these overrides")
     figure = plot_curves(
-        drawn, chosen, out_dir / "curves.png", title=f"{sweep_dir.name}: {chosen.label}, one line per seed", ymax=ymax
+        drawn, chosen, out_dir / "curves.png", title=f"{title}: {chosen.label}, one line per seed", ymax=ymax
     )
     runs_csv = write_runs_csv(jobs, out_dir / "runs.csv")
     markdown = out_dir / "report.md"
-    sections = render_markdown(sweep_dir, jobs, table, style, chosen.label, held_out)
+    sections = render_markdown(sweep_dir, jobs, table, style, chosen.label, held_out, title)
     if has_diagnostics(jobs):
         sections += "\n".join(
             [
@@ -129,7 +132,7 @@ def write_report(
             drawn,
             HELD_OUT,
             out_dir / "heldout.png",
-            title=f"{sweep_dir.name}: {HELD_OUT.label}",
+            title=f"{title}: {HELD_OUT.label}",
             points_of=held_out_curve,
         )
         sections += "\n".join(
@@ -178,8 +181,22 @@ def held_out_sentence(jobs: Sequence[Job], held_out: bool) -> str:
     return "No run has been scored on the held-out split; this report reads no held-out score."
 
 
+def sweep_title(sweep_dir: Path, jobs: Sequence[Job]) -> str:
+    """The experiment every run shares (`experiment=X` in each job's overrides), else the folder's name: a sweep
+    collected into a folder such as runs/ keeps the name of what it ran."""
+    shared = shared_overrides([job.overrides for job in jobs])
+    experiments = [o.partition("=")[2] for o in shared if o.partition("=")[0].lstrip("+") == "experiment"]
+    return experiments[0] if experiments else sweep_dir.name
+
+
 def render_markdown(
-    sweep_dir: Path, jobs: Sequence[Job], table: str, style: str, metric_label: str, held_out: bool = False
+    sweep_dir: Path,
+    jobs: Sequence[Job],
+    table: str,
+    style: str,
+    metric_label: str,
+    held_out: bool = False,
+    title: str | None = None,
 ) -> str:
     counts = Counter(job.status for job in jobs)
     status_line = ", ".join(f"{n} {status}" for status, n in counts.most_common())
@@ -190,7 +207,7 @@ def render_markdown(
     )
     shared = shared_overrides(list(variants(jobs)))
     lines = [
-        f"# Sweep report: {sweep_dir.name}",
+        f"# Sweep report: {title or sweep_dir.name}",
         "",
         f"{len(jobs)} runs ({status_line}) in `{sweep_dir}`, from their run records (run.json). "
         + held_out_sentence(jobs, held_out),
