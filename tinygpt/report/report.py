@@ -18,7 +18,7 @@ from pathlib import Path
 from tinygpt.common.run_folder import DEV_BITS_PER_BYTE, DEV_LOSS
 from tinygpt.report.figures import plot_curves
 from tinygpt.report.heldout import HELD_OUT, held_out_curve, held_out_table, scoring_counts, scorings_table
-from tinygpt.report.jobs import Job, load_sweep
+from tinygpt.report.jobs import Job, load_sweep, override_key
 from tinygpt.report.tables import (
     METRICS,
     UNFINISHED_MARK,
@@ -185,18 +185,12 @@ def sweep_title(sweep_dir: Path, jobs: Sequence[Job]) -> str:
     """The experiment every run shares (`experiment=X` in each job's overrides), else the folder's name: a sweep
     collected into a folder such as runs/ keeps the name of what it ran."""
     shared = shared_overrides([job.overrides for job in jobs])
-    experiments = [o.partition("=")[2] for o in shared if o.partition("=")[0].lstrip("+") == "experiment"]
+    experiments = [o.partition("=")[2] for o in shared if override_key(o) == "experiment"]
     return experiments[0] if experiments else sweep_dir.name
 
 
 def render_markdown(
-    sweep_dir: Path,
-    jobs: Sequence[Job],
-    table: str,
-    style: str,
-    metric_label: str,
-    held_out: bool = False,
-    title: str | None = None,
+    sweep_dir: Path, jobs: Sequence[Job], table: str, style: str, metric_label: str, held_out: bool, title: str
 ) -> str:
     counts = Counter(job.status for job in jobs)
     status_line = ", ".join(f"{n} {status}" for status, n in counts.most_common())
@@ -207,7 +201,7 @@ def render_markdown(
     )
     shared = shared_overrides(list(variants(jobs)))
     lines = [
-        f"# Sweep report: {title or sweep_dir.name}",
+        f"# Sweep report: {title}",
         "",
         f"{len(jobs)} runs ({status_line}) in `{sweep_dir}`, from their run records (run.json). "
         + held_out_sentence(jobs, held_out),
