@@ -1,4 +1,5 @@
-"""Copied and repeated masks on hand-made strings and against 003's own quadratic definitions; longest match."""
+"""Copied and repeated masks on hand-made strings and against 003's own quadratic definitions; the repeats table
+per character and per token (a BPE model's costs, its window in tokens); longest match."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 
 from tinygpt.analysis.memorization import longest_match
-from tinygpt.analysis.repeats import copied_mask, repeated_mask, repeats_table
+from tinygpt.analysis.repeats import copied_mask, repeated_mask, repeats_table, window_starts
 
 
 def copied_003(text, train, span):
@@ -54,6 +55,39 @@ def test_repeats_table_fractions_and_costs():
     assert row["copied"]["chars"] == 7 and row["copied"]["mean_bits"] == pytest.approx(np.mean([1, 2, 3, 5, 6, 7, 8]))
     assert row["repeated"]["chars"] == 4 and row["repeated"]["fraction"] == pytest.approx(4 / 9)
     assert row["rest"]["chars"] == 2 and row["rest"]["mean_bits"] == pytest.approx(6.5)
+    assert row["mixed"]["chars"] == 0  # one token per character: nothing straddles an edge
+    assert repeats_table(text, train, bits, T=2, spans=(4,), token_chars=np.ones(10, dtype=int)) == [row]
+
+
+def test_repeats_table_per_token_classes_whole_tokens_and_counts_the_window_in_tokens():
+    text, train = "abcdQabcdZ", "xxabcdxx"  # copied (4+): characters 0..3 and 5..8
+    token_chars = np.array([3, 2, 4, 1])  # "abc" "dQ" "abcd" "Z"
+    bits = np.array([9.0, 1.0, 2.0, 3.0])  # the first token unscored
+    (row,) = repeats_table(text, train, bits, T=1, spans=(4,), token_chars=token_chars)
+    # "dQ" is half copied: mixed; "abcd" copied and, its first occurrence before the token 1 back, repeated
+    assert {k: row[k]["chars"] for k in ("copied", "repeated", "rest", "mixed")} == {
+        "copied": 4,
+        "repeated": 4,
+        "rest": 1,
+        "mixed": 2,
+    }
+    assert row["copied"]["mean_bits"] == 0.5 and row["rest"]["mean_bits"] == 3.0 and row["mixed"]["mean_bits"] == 0.5
+    assert row["copied"]["fraction"] == pytest.approx(4 / 7)
+    # two tokens back the window reaches character 0, so the model sees the first "abcd" (per character it would
+    # not: 0 < 5 - 2)
+    (row,) = repeats_table(text, train, bits, T=2, spans=(4,), token_chars=token_chars)
+    assert row["repeated"]["chars"] == 0 and row["repeated"]["mean_bits"] is None
+    assert repeated_mask(text, 4, T=2)[5:9].all()
+
+
+def test_a_token_that_continues_a_character_goes_with_it():
+    # "aéb" in a byte-level BPE: "a", the first byte of "é", its second byte (no character of its own), "b"
+    token_chars = np.array([1, 1, 0, 1])
+    assert window_starts(3, 1, token_chars).tolist() == [-1, 0, 2]
+    (row,) = repeats_table("aéb", "", np.array([7.0, 1.0, 2.0, 4.0]), T=0, spans=(1,), token_chars=token_chars)
+    assert row["rest"]["chars"] == 2 and row["rest"]["mean_bits"] == 3.5  # (1 + 2 + 4) bits over "é" and "b"
+    with pytest.raises(ValueError, match="sums to 2 characters, the text has 3"):
+        repeats_table("aéb", "", np.zeros(2), T=0, spans=(1,), token_chars=np.array([1, 1]))
 
 
 def test_longest_match_and_where():

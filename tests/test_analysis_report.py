@@ -65,6 +65,19 @@ def test_report_has_the_table_repeats_and_memorization(gpt_run):
     assert not (run_dir / EVALUATIONS).exists()  # dev analysis is not a held-out scoring
 
 
+def test_a_bpe_runs_report_has_its_repeats_per_token(tmp_path, small_corpus):
+    run_dir = tmp_path / "bpe"
+    overrides = ["experiment=smoke", "data=textfile", f"data.path={small_corpus}", "data/tokenizer=bpe"]
+    train(compose_train([*overrides, "data.tokenizer.vocab_size=300", "trainer.max_steps=4"]), run_dir)
+    report = analyze(run_dir, "dev", baselines=tmp_path / "none", samples=1, sample_chars=8, spans=(8,), echo=print)
+    (row,) = report["repeats"]["rows"]
+    # word salad from a fixed vocabulary: mostly copied; the classes of whole tokens cover every scored character
+    assert row["copied"]["fraction"] > 0.5 and row["copied"]["mean_bits"] > 0
+    covered = sum(row[k]["chars"] for k in ("copied", "rest", "mixed")) + row["repeated"]["chars"]
+    assert covered >= report["scored_chars"] - 8  # less at most the first token, and overlaps add
+    assert "bpe tokens" in (run_dir / "analysis_dev.md").read_text()
+
+
 def test_held_out_analysis_only_when_asked_and_logged(gpt_run, tmp_path):
     run_dir, _, _ = gpt_run
     done = subprocess.run(

@@ -22,7 +22,7 @@ BASELINE_ORDER = ("lstm", "kneser-ney", "bz2", "lzma", "zlib", "unigram")
 def gpt_row(
     model, tokenizer, text: SplitText, unseen: np.ndarray, train_sample_chars: int = 60_000, device: str = "cpu"
 ) -> tuple[dict, np.ndarray]:
-    """(the row, the per-token bits on the split) for one checkpoint."""
+    """(the row, the per-token bits on the split, the characters that start in each token) for one checkpoint."""
     T = model.config.context_length
     encoded = encode_segments(tokenizer, [(n, text.document_text(i)) for i, n in enumerate(text.documents)])
     bits = window_bits(model.to(device), encoded, T, device)
@@ -34,7 +34,7 @@ def gpt_row(
         seen_bits = window_bits(model, seen, T, device)
         row["train_sample_bpb"] = float(seen_bits[1:].sum() / seen.token_bytes[1:].sum())
         row["train_sample_chars"] = len(sample)
-    return row, bits
+    return row, bits, encoded.token_chars.numpy()
 
 
 def format_table(rows: dict[str, dict], documents: list[str]) -> str:

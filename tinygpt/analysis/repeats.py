@@ -10,6 +10,14 @@ every character of a matched stretch is marked, and a stretch counts as repeated
 out of the window even if a later copy is inside it. The matching is linear in the text lengths: one hash set
 of the training text's span-grams (or a dict of first occurrences) and one look-up per position, never a
 substring search per position.
+
+A model with its own tokens (BPE) is scored per token, and the masks stay per character. Each class then holds
+the tokens whose characters all lie in it (a token with no character of its own, one byte of a character that
+a byte-level BPE split, goes with the token whose character it continues), and its cost is those tokens' bits
+over their characters: bits per character, exactly, as for a character model. Tokens that straddle a class's
+edge are counted apart, as "mixed". The window is the model's: T tokens, so a stretch is out of sight when its
+first occurrence starts before the token T tokens back. With one token per character every rule here is the
+character rule above.
 """
 
 from __future__ import annotations
@@ -35,36 +43,82 @@ def copied_mask(text: str, train: str, span: int) -> np.ndarray:
     return _cover(starts, span, len(text))
 
 
-def repeated_mask(text: str, span: int, T: int) -> np.ndarray:
+def _token_starts(token_chars: np.ndarray | None, n: int) -> np.ndarray:
+    """The character offset at which each token starts (one token per character when token_chars is None)."""
+    if token_chars is None:
+        return np.arange(n, dtype=np.int64)
+    token_chars = np.asarray(token_chars, dtype=np.int64)
+    if int(token_chars.sum()) != n:
+        raise ValueError(f"token_chars sums to {int(token_chars.sum())} characters, the text has {n}")
+    return np.cumsum(token_chars) - token_chars
+
+
+def window_starts(n: int, T: int, token_chars: np.ndarray | None = None) -> np.ndarray:
+    """For every character, the first character the model still sees when it reaches it: the start of the token
+    T tokens before the one the character starts in (-1 while fewer than T tokens precede it)."""
+    starts = _token_starts(token_chars, n)
+    chars = np.ones(n, dtype=np.int64) if token_chars is None else np.asarray(token_chars, dtype=np.int64)
+    back = np.repeat(np.arange(len(chars)), chars) - T  # the token each character starts in, T back
+    return np.where(back >= 0, starts[np.clip(back, 0, None)], -1)
+
+
+def repeated_mask(text: str, span: int, T: int, token_chars: np.ndarray | None = None) -> np.ndarray:
+    """T: the model's context in tokens; token_chars: the characters that start in each token (None: one token
+    per character)."""
     if span < 1:
         raise ValueError(f"span={span} must be at least 1")
+    window = window_starts(len(text), T, token_chars)
     first_seen: dict[str, int] = {}
     starts = []
     for i in range(len(text) - span + 1):
         s = text[i : i + span]
         first = first_seen.setdefault(s, i)
-        if first < i - T:
+        if first < window[i]:
             starts.append(i)
     return _cover(starts, span, len(text))
 
 
-def repeats_table(text: str, train: str, bits: np.ndarray, T: int, spans=(32, 16)) -> list[dict]:
-    """For each span: the share of scored characters copied / repeated / neither, and the mean bits on each.
-    bits: the model's cost per character of text (position 0 unscored)."""
-    scored = np.ones(len(text), dtype=bool)
-    scored[0] = False
+def repeats_table(
+    text: str, train: str, bits: np.ndarray, T: int, spans=(32, 16), token_chars: np.ndarray | None = None
+) -> list[dict]:
+    """For each span: the share of scored characters copied / repeated / neither / mixed, and the mean bits per
+    character on each. bits: the model's cost per token of text (the first token unscored); token_chars: the
+    characters that start in each token (EncodedText.token_chars; None: one token per character)."""
+    bits = np.asarray(bits, dtype=np.float64)
+    n = len(text)
+    chars = np.ones(n, dtype=np.int64) if token_chars is None else np.asarray(token_chars, dtype=np.int64)
+    if len(chars) != len(bits):
+        raise ValueError(f"{len(bits)} token costs for {len(chars)} tokens")
+    _token_starts(chars, n)  # checks that the tokens cover the text
+    # units: a token with characters of its own, with the tokens after it that only continue its last character
+    unit_of_token = np.cumsum(chars > 0) - 1
+    unit_chars = chars[chars > 0]
+    unit_bits = np.bincount(unit_of_token, weights=bits, minlength=len(unit_chars))
+    unit_start = np.cumsum(unit_chars) - unit_chars
+    scored = np.ones(len(unit_chars), dtype=bool)
+    scored[0] = False  # the first token has no context
+
+    def share(mask: np.ndarray) -> np.ndarray:  # characters of each unit inside the mask
+        return np.add.reduceat(mask.astype(np.int64), unit_start)
+
     rows = []
     for span in spans:
-        copied = copied_mask(text, train, span) & scored
-        repeated = repeated_mask(text, span, T) & scored
-        rest = scored & ~copied & ~repeated
+        copied_chars, repeated_chars = copied_mask(text, train, span), repeated_mask(text, span, T, token_chars)
+        copied, repeated, either = share(copied_chars), share(repeated_chars), share(copied_chars | repeated_chars)
+        classes = {
+            "copied": scored & (copied == unit_chars),
+            "repeated": scored & (repeated == unit_chars),
+            "rest": scored & (either == 0),
+        }
+        classes["mixed"] = scored & ~(classes["copied"] | classes["repeated"] | classes["rest"])
         row = {"span": span, "T": T}
-        for name, mask in (("copied", copied), ("repeated", repeated), ("rest", rest)):
-            n = int(mask.sum())
+        total = int(unit_chars[scored].sum())
+        for name, units in classes.items():
+            k = int(unit_chars[units].sum())
             row[name] = {
-                "fraction": n / int(scored.sum()),
-                "chars": n,
-                "mean_bits": float(bits[mask].mean()) if n else None,
+                "fraction": k / total,
+                "chars": k,
+                "mean_bits": float(unit_bits[units].sum() / k) if k else None,
             }
         rows.append(row)
     return rows

@@ -75,7 +75,7 @@ def analyze(
             )
             checkpoints = [Path(plan["checkpoint"]) for plan in plans]
             hashes = {plan["checkpoint"]: plan["weights_sha256"] for plan in plans}
-        rows, (last_bits, last_model, last_tokenizer) = _score_checkpoints(
+        rows, (last_bits, last_token_chars, last_model, last_tokenizer) = _score_checkpoints(
             run_dir, checkpoints, text, unseen, hashes, device, force, reason, echo
         )
     for prefix in BASELINE_ORDER:
@@ -112,31 +112,30 @@ def analyze(
     lines += [_unseen_line(rows, n_unseen, text.scored_bytes), ""]
 
     T = last_model.config.context_length
-    if last_tokenizer.name == "char":
-        table = repeats_table(text.text, text.train, last_bits, T, spans)
-        dev = text if split == "dev" else (load_split_text(data, "dev") if data.get("dev") != "none" else None)
-        dev_copied = None if dev is None else float(copied_mask(dev.text, dev.train, spans[0])[1:].mean())
-        report["repeats"] = {"rows": table, "dev_copied_fraction": dev_copied, "span_for_dev": spans[0]}
-        lines += ["## Repeats", "", f"the model's context T = {T}; the last checkpoint's cost, bits per character:", ""]
-        for r in table:
-            parts = [
-                f"{name} {r[name]['fraction']:5.1%}"
-                + ("" if r[name]["mean_bits"] is None else f" at {r[name]['mean_bits']:.2f} bits")
-                for name in ("copied", "repeated", "rest")
-            ]
-            lines.append(f"- stretches of {r['span']}+ characters: " + ", ".join(parts))
-        if dev_copied is not None:
-            lines.append(
-                f"- for comparison, the dev slice: {dev_copied:.1%} copied from the training text ({spans[0]}+)"
-            )
-        lines.append("")
-    else:
-        lines += [
-            "## Repeats",
-            "",
-            f"skipped: the masks are per character, and this run's tokenizer is {last_tokenizer.name}",
-            "",
+    table = repeats_table(text.text, text.train, last_bits, T, spans, last_token_chars)
+    dev = text if split == "dev" else (load_split_text(data, "dev") if data.get("dev") != "none" else None)
+    dev_copied = None if dev is None else float(copied_mask(dev.text, dev.train, spans[0])[1:].mean())
+    report["repeats"] = {"rows": table, "dev_copied_fraction": dev_copied, "span_for_dev": spans[0]}
+    unit = "characters" if last_tokenizer.name == "char" else f"{last_tokenizer.name} tokens"
+    lines += [
+        "## Repeats",
+        "",
+        f"the model's context T = {T} {unit}; the last checkpoint's cost, bits per character"
+        + ("" if last_tokenizer.name == "char" else " of the tokens wholly inside each class (mixed: across an edge)")
+        + ":",
+        "",
+    ]
+    for r in table:
+        parts = [
+            f"{name} {r[name]['fraction']:5.1%}"
+            + ("" if r[name]["mean_bits"] is None else f" at {r[name]['mean_bits']:.2f} bits")
+            for name in ("copied", "repeated", "rest", "mixed")
+            if name != "mixed" or r[name]["chars"]
         ]
+        lines.append(f"- stretches of {r['span']}+ characters: " + ", ".join(parts))
+    if dev_copied is not None:
+        lines.append(f"- for comparison, the dev slice: {dev_copied:.1%} copied from the training text ({spans[0]}+)")
+    lines.append("")
 
     mem = memorization(
         last_model,
@@ -252,22 +251,23 @@ def _read_baselines(path: Path, data: dict) -> dict | None:
 
 
 def _score_checkpoints(run_dir, checkpoints, text, unseen, hashes, device, force, reason, echo):
-    """The GPT rows of the comparison table, one per distinct checkpoint, and the last one's per-token bits, model
-    and tokenizer. ``hashes`` (held-out split only: each planned checkpoint's weights hash): each scoring is logged
-    as evaluate.py logs its own (evaluations.jsonl, and listed in run.json for the report)."""
+    """The GPT rows of the comparison table, one per distinct checkpoint, and the last one's per-token bits, the
+    characters that start in each token, model and tokenizer. ``hashes`` (held-out split only: each planned
+    checkpoint's weights hash): each scoring is logged as evaluate.py logs its own (evaluations.jsonl, and listed
+    in run.json for the report)."""
     split = "dev" if hashes is None else "test"
     rows: dict[str, dict] = {}
-    last, steps_done = (None, None, None), set()
+    last, steps_done = (None, None, None, None), set()
     for path in checkpoints:
         model, tokenizer, checkpoint = load_model(path)
         step = checkpoint.get("global_step")
         if step in steps_done:  # last.ckpt at a kept step: the same weights
             continue
         steps_done.add(step)
-        row, bits = gpt_row(model, tokenizer, text, unseen, device=device)
+        row, bits, token_chars = gpt_row(model, tokenizer, text, unseen, device=device)
         rows[f"GPT, {step:,} steps"] = row
         echo(f"GPT, {step:,} steps: {row['bits_per_byte']:.3f} bits per byte ({split})")
-        last = (bits, model, tokenizer)
+        last = (bits, token_chars, model, tokenizer)
         if split == "test":
             record_scoring(
                 run_dir,
