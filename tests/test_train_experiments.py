@@ -135,6 +135,36 @@ def test_blog_round1_is_003s_first_round_as_one_multirun():
     assert compose_train(["experiment=blog_round1", "data/tokenizer=bpe"]).data.tokenizer.vocab_size == 2048
 
 
+def test_blog_1000_final_is_the_chosen_ablation_on_all_the_training_text():
+    """003's recipe at 1,000 steps trains exactly as the ablation it was chosen from (round 1's BPE at dropout 0.1,
+    cosine), without the dev slice, and registers its held-out scoring steps (every kept one) before training."""
+    final = compose_train(["experiment=blog_1000_final"])
+    chosen = compose_train(
+        [
+            "experiment=blog",
+            "data/tokenizer=bpe",
+            "model.dropout=0.1",
+            "blog_ablation=cosine",
+            "trainer.max_steps=1000",
+            "trainer.precision=bf16-mixed",
+        ]
+    )
+    for key in ("model", "optim", "lr", "seed"):
+        assert final[key] == chosen[key], key
+    for key in ("max_steps", "precision"):
+        assert final.trainer[key] == chosen.trainer[key], key
+    assert {k: v for k, v in final.data.items() if k != "dev"} == {k: v for k, v in chosen.data.items() if k != "dev"}
+    assert (final.data.dev, chosen.data.dev, final.optim.schedule, final.model.position) == (
+        "none",
+        "tail",
+        "cosine",
+        "rope",
+    )
+    assert list(final.score_once.steps) == [250, 500, 750, 1000]
+    assert final.score_once.recipe == "blog-1000-bpe-dropout0.1-cosine"
+    assert all(s % final.checkpoint.keep_every_n_steps == 0 for s in final.score_once.steps)  # each step is kept
+
+
 def test_moonshot_holds_out_shakespeares_last_tenth():
     cfg = compose_train(["experiment=moonshot"])
     assert (cfg.name, cfg.data.name, cfg.data.corpus, cfg.data.path) == (
