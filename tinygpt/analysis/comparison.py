@@ -21,7 +21,7 @@ BASELINE_ORDER = ("lstm", "kneser-ney", "bz2", "lzma", "zlib", "unigram")
 
 def gpt_row(
     model, tokenizer, text: SplitText, unseen: np.ndarray, train_sample_chars: int = 60_000, device: str = "cpu"
-) -> tuple[dict, np.ndarray]:
+) -> tuple[dict, np.ndarray, np.ndarray]:
     """(the row, the per-token bits on the split, the characters that start in each token) for one checkpoint."""
     T = model.config.context_length
     encoded = encode_segments(tokenizer, [(n, text.document_text(i)) for i, n in enumerate(text.documents)])
