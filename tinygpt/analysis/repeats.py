@@ -43,21 +43,22 @@ def copied_mask(text: str, train: str, span: int) -> np.ndarray:
     return _cover(starts, span, len(text))
 
 
-def _token_starts(token_chars: np.ndarray | None, n: int) -> np.ndarray:
-    """The character offset at which each token starts (one token per character when token_chars is None)."""
+def _chars_per_token(token_chars: np.ndarray | None, n: int) -> np.ndarray:
+    """token_chars as an array, checked to cover the n characters of the text (one token per character when
+    None)."""
     if token_chars is None:
-        return np.arange(n, dtype=np.int64)
-    token_chars = np.asarray(token_chars, dtype=np.int64)
-    if int(token_chars.sum()) != n:
-        raise ValueError(f"token_chars sums to {int(token_chars.sum())} characters, the text has {n}")
-    return np.cumsum(token_chars) - token_chars
+        return np.ones(n, dtype=np.int64)
+    chars = np.asarray(token_chars, dtype=np.int64)
+    if int(chars.sum()) != n:
+        raise ValueError(f"token_chars sums to {int(chars.sum())} characters, the text has {n}")
+    return chars
 
 
 def window_starts(n: int, T: int, token_chars: np.ndarray | None = None) -> np.ndarray:
     """For every character, the first character the model still sees when it reaches it: the start of the token
     T tokens before the one the character starts in (-1 while fewer than T tokens precede it)."""
-    starts = _token_starts(token_chars, n)
-    chars = np.ones(n, dtype=np.int64) if token_chars is None else np.asarray(token_chars, dtype=np.int64)
+    chars = _chars_per_token(token_chars, n)
+    starts = np.cumsum(chars) - chars  # the character each token starts at
     back = np.repeat(np.arange(len(chars)), chars) - T  # the token each character starts in, T back
     return np.where(back >= 0, starts[np.clip(back, 0, None)], -1)
 
@@ -85,11 +86,9 @@ def repeats_table(
     character on each. bits: the model's cost per token of text (the first token unscored); token_chars: the
     characters that start in each token (EncodedText.token_chars; None: one token per character)."""
     bits = np.asarray(bits, dtype=np.float64)
-    n = len(text)
-    chars = np.ones(n, dtype=np.int64) if token_chars is None else np.asarray(token_chars, dtype=np.int64)
+    chars = _chars_per_token(token_chars, len(text))
     if len(chars) != len(bits):
         raise ValueError(f"{len(bits)} token costs for {len(chars)} tokens")
-    _token_starts(chars, n)  # checks that the tokens cover the text
     # units: a token with characters of its own, with the tokens after it that only continue its last character
     unit_of_token = np.cumsum(chars > 0) - 1
     unit_chars = chars[chars > 0]
@@ -103,7 +102,7 @@ def repeats_table(
 
     rows = []
     for span in spans:
-        copied_chars, repeated_chars = copied_mask(text, train, span), repeated_mask(text, span, T, token_chars)
+        copied_chars, repeated_chars = copied_mask(text, train, span), repeated_mask(text, span, T, chars)
         copied, repeated, either = share(copied_chars), share(repeated_chars), share(copied_chars | repeated_chars)
         classes = {
             "copied": scored & (copied == unit_chars),
