@@ -57,3 +57,34 @@ def test_a_configured_peak_is_used_and_nothing_is_measured(tiny_cfg, tmp_path, m
     model = load_model(tmp_path / "checkpoints" / "last.ckpt")[0]
     mfu, rate = mfu_and_rate(tmp_path)
     assert mfu == pytest.approx(rate * flops_per_token(model) / 2e9, rel=1e-5)
+
+
+def peaks(bf16: float, fp32: float, asked: list):
+    def measured(dtype, device):
+        asked.append(dtype)
+        return bf16 if dtype == torch.bfloat16 else fp32
+
+    return measured
+
+
+def test_a_bf16_run_slower_than_fp32_on_this_machine_warns_once_with_both_peaks(tiny_cfg, tmp_path, monkeypatch):
+    asked = []
+    monkeypatch.setattr(speed, "matmul_peak", peaks(bf16=1.3e9, fp32=62e9, asked=asked))
+    with pytest.warns(UserWarning, match="trainer.precision=bf16-mixed") as caught:
+        train(tiny_cfg("trainer.precision=bf16-mixed"), tmp_path)
+    assert asked == [torch.bfloat16, torch.float32]
+    (warning,) = [w for w in caught if "trainer.precision=" in str(w.message)]
+    assert str(warning.message) == (
+        "trainer.precision=bf16-mixed: this machine multiplies torch.bfloat16 matrices at 1.3 GFLOP/s, 48x slower "
+        "than float32 (62.0 GFLOP/s), so it has no native support for it (on a CPU: no AVX512_BF16 or AMX); "
+        "trainer.precision=32-true trains faster here, with other rounding"
+    )
+    mfu, rate = mfu_and_rate(tmp_path)  # MFU stays against the run's own dtype
+    assert mfu == pytest.approx(rate * flops_per_token(load_model(tmp_path / "checkpoints" / "last.ckpt")[0]) / 1.3e9)
+
+
+def test_a_bf16_run_faster_than_fp32_does_not_warn(tiny_cfg, tmp_path, monkeypatch, recwarn):
+    monkeypatch.setattr(speed, "matmul_peak", peaks(bf16=865e9, fp32=205e9, asked=[]))
+    train(tiny_cfg("trainer.precision=bf16-mixed"), tmp_path)
+    assert not [w for w in recwarn if "trainer.precision=" in str(w.message)]
+    assert speed.slow_half_precision("bf16-mixed", 205e9, 205e9) is None  # equal is not slower
