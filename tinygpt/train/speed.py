@@ -89,7 +89,8 @@ class SpeedMonitor(L.Callback):
 
     def on_train_start(self, trainer, pl_module):
         if self.peak_flops is None:
-            self.peak_flops = matmul_peak(compute_dtype(self.precision), pl_module.device)
+            dtype = compute_dtype(self.precision)
+            self.peak_flops = matmul_peak(dtype, pl_module.device)
             if trainer.is_global_zero:
                 print(
                     f"[tinygpt] MFU against this machine's matmul peak, measured now: "
@@ -97,7 +98,6 @@ class SpeedMonitor(L.Callback):
                     "to fix it)",
                     flush=True,
                 )
-            dtype = compute_dtype(self.precision)
             if dtype != torch.float32:
                 fp32_peak = matmul_peak(torch.float32, pl_module.device)
                 warning = slow_half_precision(self.precision, self.peak_flops, fp32_peak)
