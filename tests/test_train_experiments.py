@@ -165,6 +165,21 @@ def test_blog_1000_final_is_the_chosen_ablation_on_all_the_training_text():
     assert all(s % final.checkpoint.keep_every_n_steps == 0 for s in final.score_once.steps)  # each step is kept
 
 
+def test_blog_1000_final_fp32_is_the_same_recipe_in_fp32_registered_apart():
+    """The fp32 registration changes the precision and the recipe's name, nothing else, so its seeds are the chosen
+    recipe's, and a run's run.json says which of the two registrations it was trained under."""
+    bf16 = OmegaConf.to_container(compose_train(["experiment=blog_1000_final"]))
+    fp32 = OmegaConf.to_container(compose_train(["experiment=blog_1000_final_fp32"]))
+    assert (bf16["trainer"]["precision"], fp32["trainer"]["precision"]) == ("bf16-mixed", "32-true")
+    assert fp32["score_once"] == {"steps": [250, 500, 750, 1000], "recipe": "blog-1000-bpe-dropout0.1-cosine-fp32"}
+    assert fp32["name"] == "blog_1000_final_fp32"
+    for cfg in (bf16, fp32):
+        cfg["trainer"].pop("precision")
+        cfg["score_once"].pop("recipe")
+        cfg.pop("name")
+    assert fp32 == bf16
+
+
 def test_moonshot_holds_out_shakespeares_last_tenth():
     cfg = compose_train(["experiment=moonshot"])
     assert (cfg.name, cfg.data.name, cfg.data.corpus, cfg.data.path) == (
