@@ -160,3 +160,5 @@ def test_summary_skips_the_first_position_and_counts_unseen_costs():
     line = _unseen_line({"m": s}, n_unseen=1, scored_bytes=4)
     assert "1 scored characters never occur" in line and "m pays 2.0 bits per unseen character" in line
     assert "0.500 bits per byte" in line and "(33.3% of its cost)" in line
+    bpe_only = _unseen_line({"bpe": {**s, "unseen_bits": None}}, n_unseen=1, scored_bytes=4)
+    assert bpe_only.endswith("text. No row here scores one character at a time, so their cost is not separated.")

@@ -232,7 +232,11 @@ def _unseen_line(rows: dict, n_unseen: int, scored_bytes: int) -> str:
         for name, r in rows.items()
         if r.get("unseen_bits") is not None
     ]
-    return f"{n_unseen:,} scored characters never occur in the training text. " + "; ".join(parts) + "."
+    head = f"{n_unseen:,} scored characters never occur in the training text."
+    if not parts:
+        # A BPE model's token spans several characters, so no row can say what the unseen ones alone cost.
+        return head + " No row here scores one character at a time, so their cost is not separated."
+    return f"{head} " + "; ".join(parts) + "."
 
 
 def _read_baselines(path: Path, data: dict) -> dict | None:
