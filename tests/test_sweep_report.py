@@ -269,9 +269,22 @@ def test_a_sweep_without_dev_scores_says_so_instead_of_an_empty_table(sweep, no_
             record = json.loads((folder / "run.json").read_text())
             record["curve"], record["best"], record["final"] = [], None, None
             (folder / "run.json").write_text(json.dumps(record))
-    text = write_report(sweep, style="seeds").markdown.read_text()
+    report = write_report(sweep, style="seeds")
+    text = report.markdown.read_text()
     assert "No run has a validation loss (a sweep without a dev split" in text
     assert "| Variant |" not in text
+    # nothing to draw: no empty axes passed off as a figure, no link to one, no mean over an absent table
+    assert report.figure is None and not (sweep / "curves.png").exists()
+    assert "curves.png" not in text and "Mean and spread" not in text
+
+
+def test_a_variant_without_the_differing_override_is_the_defaults_not_all_runs():
+    """Beside data/fraction=quarter, the run with the experiment's own fraction is its default, not every run."""
+    from tinygpt.report.tables import variant_labels
+
+    quarter, full = ("experiment=x", "data/fraction=quarter"), ("experiment=x",)
+    assert variant_labels([quarter, full]) == {quarter: "data/fraction=quarter", full: "(defaults)"}
+    assert variant_labels([full]) == {full: "(all runs)"}
 
 
 def test_a_run_folder_written_before_the_metric_rename_still_reads(sweep, no_heldout_reads):

@@ -69,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
         title=args.title,
     )
     print(report.markdown.read_text())
-    print(f"wrote {report.markdown}, {report.figure}, {report.table}")
+    written = [report.markdown, report.figure, report.table]
+    print("wrote " + ", ".join(str(path) for path in written if path is not None))
     return 0
 
 

@@ -63,7 +63,7 @@ POINT_COLUMNS = ["val_step", "dev_loss", "dev_bpb", "dev_bits_per_token", "dev_b
 @dataclass
 class Report:
     markdown: Path
-    figure: Path
+    figure: Path | None  # None when no run has a validation point (nothing to draw)
     table: Path
     style: str
     metric: str
@@ -99,7 +99,8 @@ def write_report(
     title = title or sweep_title(sweep_dir, jobs)
 
     table = seeds_table(jobs, chosen) if style == "seeds" else steps_table(jobs, chosen)
-    if not any(curve(job, chosen) for job in jobs):  # e.g. data.dev=none: nothing to tabulate but the statuses
+    has_curves = any(curve(job, chosen) for job in jobs)
+    if not has_curves:  # e.g. data.dev=none: nothing to tabulate but the statuses
         table = (
             f"No run has a {chosen.label} (a sweep without a dev split, `data.dev=none`, has none); "
             "runs.csv lists their statuses" + (", and the held-out section their scores." if held_out else ".")
@@ -107,12 +108,17 @@ def write_report(
     drawn = [job for job in jobs if not figure_only or set(figure_only) & set(job.overrides)]
     if figure_only and not drawn:
         raise ValueError(f"figure_only={list(figure_only)}: no run has any of these overrides")
-    figure = plot_curves(
-        drawn, chosen, out_dir / "curves.png", title=f"{title}: {chosen.label}, one line per seed", ymax=ymax
+    # no validation point anywhere: an empty set of axes would read as a figure, so none is drawn
+    figure = (
+        plot_curves(
+            drawn, chosen, out_dir / "curves.png", title=f"{title}: {chosen.label}, one line per seed", ymax=ymax
+        )
+        if has_curves
+        else None
     )
     runs_csv = write_runs_csv(jobs, out_dir / "runs.csv")
     markdown = out_dir / "report.md"
-    sections = render_markdown(sweep_dir, jobs, table, style, chosen.label, held_out, title)
+    sections = render_markdown(sweep_dir, jobs, table, style, chosen.label, held_out, title, has_curves)
     if has_diagnostics(jobs):
         sections += "\n".join(
             [
@@ -190,7 +196,14 @@ def sweep_title(sweep_dir: Path, jobs: Sequence[Job]) -> str:
 
 
 def render_markdown(
-    sweep_dir: Path, jobs: Sequence[Job], table: str, style: str, metric_label: str, held_out: bool, title: str
+    sweep_dir: Path,
+    jobs: Sequence[Job],
+    table: str,
+    style: str,
+    metric_label: str,
+    held_out: bool,
+    title: str,
+    has_curves: bool = True,
 ) -> str:
     counts = Counter(job.status for job in jobs)
     status_line = ", ".join(f"{n} {status}" for status, n in counts.most_common())
@@ -219,11 +232,11 @@ def render_markdown(
             "(its folder's log says why); `failed`: see run.json's error.",
             "",
         ]
-    if style == "seeds":
+    if style == "seeds" and has_curves:
         lines += ["Mean and spread (max − min) over the finished seeds.", ""]
+    if has_curves:
+        lines += ["![validation curves](curves.png)", ""]
     lines += [
-        "![validation curves](curves.png)",
-        "",
         "Every validation point of every run, with its best and final metrics: [runs.csv](runs.csv) "
         "(one row per run and validation step).",
         "",

@@ -42,9 +42,12 @@ def variants(jobs: Sequence[Job]) -> dict[tuple[str, ...], list[Job]]:
 
 
 def variant_labels(keys: Sequence[tuple[str, ...]]) -> dict[tuple[str, ...], str]:
-    """Short row labels: only the overrides that differ between variants (the shared ones go in the notes)."""
+    """Short row labels: only the overrides that differ between variants (the shared ones go in the notes).
+    A variant that sets none of them is "(all runs)" when it is the only one, else "(defaults)": beside
+    `data/fraction=quarter` it is the run with the experiment's own fraction, not every run."""
     shared = set.intersection(*(set(key) for key in keys)) if keys else set()
-    return {key: ", ".join(o for o in key if o not in shared) or "(all runs)" for key in keys}
+    empty = "(all runs)" if len(keys) == 1 else "(defaults)"
+    return {key: ", ".join(o for o in key if o not in shared) or empty for key in keys}
 
 
 def shared_overrides(keys: Sequence[tuple[str, ...]]) -> list[str]:
