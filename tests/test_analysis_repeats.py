@@ -56,6 +56,9 @@ def test_repeats_table_fractions_and_costs():
     assert row["repeated"]["chars"] == 4 and row["repeated"]["fraction"] == pytest.approx(4 / 9)
     assert row["rest"]["chars"] == 2 and row["rest"]["mean_bits"] == pytest.approx(6.5)
     assert row["mixed"]["chars"] == 0  # one token per character: nothing straddles an edge
+    # 5..8 are in both masks: the classes sum to 13 of the 9 scored characters, and "both" says by how much
+    assert row["both"]["chars"] == 4 and row["both"]["mean_bits"] == pytest.approx(6.5)
+    assert sum(row[k]["chars"] for k in ("copied", "repeated", "rest", "mixed")) - row["both"]["chars"] == 9
     assert repeats_table(text, train, bits, T=2, spans=(4,), token_chars=np.ones(10, dtype=int)) == [row]
 
 

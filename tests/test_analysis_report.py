@@ -62,6 +62,12 @@ def test_report_has_the_table_repeats_and_memorization(gpt_run):
     text = (run_dir / "analysis_dev.md").read_text()
     assert "## Comparison" in text and "## Repeats" in text and "## Memorization" in text
     assert "| GPT, 8 steps |" in text
+    # word salad repeats itself beyond the window as well as the training text: the overlap is named, and the
+    # classes less it are every scored character, at both spans
+    assert rows[1]["both"]["chars"] > 0
+    assert f"({rows[1]['both']['fraction']:.1%} both copied and repeated, so these sum past 100%)" in text
+    covered = [sum(r[k]["chars"] for k in ("copied", "repeated", "rest", "mixed")) - r["both"]["chars"] for r in rows]
+    assert covered[0] == covered[1] == report["scored_chars"]
     assert not (run_dir / EVALUATIONS).exists()  # dev analysis is not a held-out scoring
 
 

@@ -83,7 +83,7 @@ def repeats_table(
     text: str, train: str, bits: np.ndarray, T: int, spans=(32, 16), token_chars: np.ndarray | None = None
 ) -> list[dict]:
     """For each span: the share of scored characters copied / repeated / neither / mixed, and the mean bits per
-    character on each. bits: the model's cost per token of text (the first token unscored); token_chars: the
+    character on each; "both" is the part of copied that is also repeated (the two masks overlap, as 003's do). bits: the model's cost per token of text (the first token unscored); token_chars: the
     characters that start in each token (EncodedText.token_chars; None: one token per character)."""
     bits = np.asarray(bits, dtype=np.float64)
     chars = _chars_per_token(token_chars, len(text))
@@ -110,6 +110,9 @@ def repeats_table(
             "rest": scored & (either == 0),
         }
         classes["mixed"] = scored & ~(classes["copied"] | classes["repeated"] | classes["rest"])
+        # 003's masks overlap: a stretch of the training text that the scored text repeats out of the window is
+        # both. The classes then sum past 100%; this names by how much, so the shares are not read as a partition.
+        classes["both"] = classes["copied"] & classes["repeated"]
         row = {"span": span, "T": T}
         total = int(unit_chars[scored].sum())
         for name, units in classes.items():

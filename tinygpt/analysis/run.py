@@ -132,7 +132,9 @@ def analyze(
             for name in ("copied", "repeated", "rest", "mixed")
             if name != "mixed" or r[name]["chars"]
         ]
-        lines.append(f"- stretches of {r['span']}+ characters: " + ", ".join(parts))
+        both = r["both"]["fraction"]
+        overlap = f" ({both:.1%} both copied and repeated, so these sum past 100%)" if r["both"]["chars"] else ""
+        lines.append(f"- stretches of {r['span']}+ characters: " + ", ".join(parts) + overlap)
     if dev_copied is not None:
         lines.append(f"- for comparison, the dev slice: {dev_copied:.1%} copied from the training text ({spans[0]}+)")
     lines.append("")
