@@ -83,8 +83,9 @@ def repeats_table(
     text: str, train: str, bits: np.ndarray, T: int, spans=(32, 16), token_chars: np.ndarray | None = None
 ) -> list[dict]:
     """For each span: the share of scored characters copied / repeated / neither / mixed, and the mean bits per
-    character on each; "both" is the part of copied that is also repeated (the two masks overlap, as 003's do). bits: the model's cost per token of text (the first token unscored); token_chars: the
-    characters that start in each token (EncodedText.token_chars; None: one token per character)."""
+    character on each; "both" is the part of copied that is also repeated (the two masks overlap, as 003's do).
+    bits: the model's cost per token of text (the first token unscored); token_chars: the characters that start
+    in each token (EncodedText.token_chars; None: one token per character)."""
     bits = np.asarray(bits, dtype=np.float64)
     chars = _chars_per_token(token_chars, len(text))
     if len(chars) != len(bits):
