@@ -203,7 +203,7 @@ def render_markdown(
     metric_label: str,
     held_out: bool,
     title: str,
-    has_curves: bool = True,
+    has_curves: bool,
 ) -> str:
     counts = Counter(job.status for job in jobs)
     status_line = ", ".join(f"{n} {status}" for status, n in counts.most_common())
