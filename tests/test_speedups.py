@@ -292,6 +292,89 @@ def test_rope_as_a_complex_product_gives_the_interleaved_real_formula(dtype):
     )
 
 
+def _formula_rms_norm(x, weight, eps):
+    """RMSNorm as it was written before its backward was: autograd's record of the formula is the reference."""
+    x32 = x.float()
+    return weight * (x32 / torch.sqrt(x32.pow(2).mean(dim=-1, keepdim=True) + eps)).type_as(x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rmsnorm_written_out_backward_gives_the_formulas_values_and_gradients(dtype):
+    """tinygpt/model/norm.py's _RMSNormFunction against autograd through the formula, on (B, T, d) input and
+    on a non-contiguous (B, T, heads, head_dim) view as QK-norm gets it. fp32: to 1e-5 relative (rsqrt
+    against a division by sqrt). bf16 input: the values and the gain's gradient at bf16's tolerance; x's
+    gradient against the exact one (the formula on x in fp32), within bf16 rounding of its largest entry: the
+    formula's autograd rounds g·w to bf16 before the norm's backward (its type_as), the written-out backward
+    keeps it in fp32 and rounds once at the end, so the two differ by more than either differs from exact."""
+    from tinygpt.model.norm import RMSNorm
+
+    torch.manual_seed(0)
+    norm = RMSNorm(16, eps=1e-6)
+    norm.weight.data = torch.randn(16)
+    for x in (torch.randn(3, 10, 16) * 3, torch.randn(3, 4, 10, 16).transpose(1, 2)):
+        x = x.to(dtype).requires_grad_()
+        got, want = norm(x), _formula_rms_norm(x, norm.weight, 1e-6)
+        assert got.shape == x.shape and got.dtype == want.dtype
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+        grad = torch.randn_like(got)
+        got_grads = torch.autograd.grad(got, (x, norm.weight), grad)
+        want_grads = torch.autograd.grad(want, (x, norm.weight), grad)
+        for g, w in zip(got_grads, want_grads, strict=True):
+            assert g.dtype == w.dtype
+        if dtype == torch.float32:
+            for g, w in zip(got_grads, want_grads, strict=True):
+                torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
+        else:
+            torch.testing.assert_close(got_grads[1], want_grads[1])
+            exact = torch.autograd.grad(_formula_rms_norm(x.float(), norm.weight, 1e-6), x, grad)[0].float()
+            scale = exact.abs().max().item()
+            torch.testing.assert_close(got_grads[0].float(), exact, rtol=1.6e-2, atol=4e-3 * scale)
+    # the weight alone needs a gradient (frozen input), and a frozen gain leaves only the input's
+    x = torch.randn(5, 16)
+    assert torch.autograd.grad(norm(x).sum(), norm.weight)[0].shape == (16,)
+    frozen = RMSNorm(16).requires_grad_(False)
+    xg = torch.randn(5, 16, requires_grad=True)
+    torch.testing.assert_close(
+        torch.autograd.grad(frozen(xg).sum(), xg)[0],
+        torch.autograd.grad(_formula_rms_norm(xg, frozen.weight, frozen.eps).sum(), xg)[0],
+        rtol=1e-5,
+        atol=1e-6,
+    )
+
+
+class _CopyCounter(torch.utils._python_dispatch.TorchDispatchMode):
+    """Counts the copies (clone, copy_) of tensors with `numel` elements in what it sees run."""
+
+    def __init__(self, numel: int):
+        super().__init__()
+        self.numel, self.copies = numel, 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func in (torch.ops.aten.clone.default, torch.ops.aten.copy_.default) and args[0].numel() == self.numel:
+            self.copies += 1
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("qk_norm", [False, True])
+def test_rope_returns_the_projections_gradients_without_a_copy(qk_norm):
+    """RoPE (and QK-norm) run on the (B, T, heads, head_dim) views of the projections: backward hands q's and
+    k's gradients to the projections in their own (B, T, width) memory order, where RoPE on the transposed views
+    returned them in (B, heads, T) order and each cost one copy per layer. The values are checked against the
+    reference formula by the RoPE and export tests."""
+    from tinygpt.model.attention import CausalSelfAttention
+    from tinygpt.model.position import rope_angles
+
+    torch.manual_seed(0)
+    layer = CausalSelfAttention(GPTConfig(**{**TINY, "position": "rope", "qk_norm": qk_norm}), 0)
+    x = torch.randn(3, 24, 32, requires_grad=True)
+    cos, sin = rope_angles(8, 24)
+    out = layer(x, (cos, sin))
+    counter = _CopyCounter(x.numel())
+    with counter:
+        out.backward(torch.randn_like(out))
+    assert counter.copies == 0
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("variant", ["rope", "gqa", "gpt2_style", "moe", "qk_norm"])
 def test_fused_projections_give_the_separate_loss_and_gradients(variant, dtype):

@@ -71,13 +71,19 @@ class CausalSelfAttention(nn.Module):
         attn_bias: (n_heads, T, keys) added to the scores before the causal mask (ALiBi), or None."""
         B, T, _ = x.shape
         q, k, v = self._project(x)
-        q = q.view(B, T, self.n_heads, self.head_dim).transpose(1, 2)
-        k = k.view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)
-        v = v.view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        # QK-norm and RoPE act on the (B, T, heads, head_dim) views, in the projections' own memory order, before
+        # the heads are moved forward: written to the transposed views instead, RoPE's backward returned its
+        # gradients in (B, heads, T) order, and each of q's and k's then cost one more copy back to the
+        # projection's (B, T, width) layout (docs/benchmarks/train.md, Round 9). The values are the same.
+        q = q.view(B, T, self.n_heads, self.head_dim)
+        k = k.view(B, T, self.n_kv_heads, self.head_dim)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         if rope is not None:  # values are never rotated: position decides who attends, not what is passed
-            q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+            cos, sin = (part.unsqueeze(-2) for part in rope)  # (T, 1, head_dim/2): broadcast over the heads
+            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        q, k = q.transpose(1, 2), k.transpose(1, 2)
+        v = v.view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)
         dropout_p = self.dropout if self.training else 0.0
         masks = self.written_out_masks(q.device, dropout_p)
         dtype = q.dtype

@@ -33,7 +33,8 @@ def rope_angles(head_dim: int, n_pos: int, base: float = 10000.0) -> tuple[torch
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotate each (even, odd) pair of x's last dimension by its position's angle.
 
-    x: (..., T, head_dim); cos, sin: (T, head_dim/2), the rows for x's positions. Pairs are adjacent
+    x: (..., T, head_dim); cos, sin: (T, head_dim/2), the rows for x's positions (or any shapes that broadcast
+    so: attention passes x as (B, T, heads, head_dim) and the rows as (T, 1, head_dim/2)). Pairs are adjacent
     dimensions (2i, 2i+1), as in 000, and stay where they are (the HF exporter depends on this convention).
 
     Each pair is a complex number x_2i + i·x_2i+1 multiplied by cos + i·sin: one elementwise complex product
