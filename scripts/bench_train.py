@@ -48,7 +48,14 @@ from tinygpt.train.speed import compute_dtype, matmul_peak
 from tinygpt.train.speedups import SpeedConfig, optimizer_flags
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
-NANOGPT = ["data=shakespeare", "model.position=learned", "model.norm=layernorm", "model.mlp=gelu", "model.bias=false"]
+# nanoGPT's architecture, its exact nn.GELU() included (the peers kit's nanogpt shape runs model.mlp=gelu: tanh)
+NANOGPT = [
+    "data=shakespeare",
+    "model.position=learned",
+    "model.norm=layernorm",
+    "model.mlp=gelu_exact",
+    "model.bias=false",
+]
 SHAPES = {
     "blog": ["experiment=blog"],
     "llama003": ["data=shakespeare", "data/tokenizer=bpe", "data.tokenizer.vocab_size=2048", "model.dropout=0"],

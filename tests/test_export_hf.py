@@ -11,10 +11,10 @@ import pytest
 import torch
 from conftest import PYTHON, REPO
 
-from tinygpt.export.export import export_checkpoint
-from tinygpt.export.families import FAMILIES, ExportError, choose_family, hf_config, tinygpt_config
+from tinygpt.export.export import build_hf_model, export_checkpoint
+from tinygpt.export.families import FAMILIES, ExportError, choose_family, hf_config, tinygpt_config, to_hf_state
 from tinygpt.export.import_hf import import_folder
-from tinygpt.model import GPTConfig, generate
+from tinygpt.model import GPT, GPTConfig, generate
 from tinygpt.train.checkpoints import load_model
 from tinygpt.train.evaluate import evaluate
 from tinygpt.train.run import train
@@ -242,7 +242,8 @@ def test_the_right_family_is_chosen():
         ("llama", {"mlp_bias": True}, "mlp_bias=True"),
         ("llama", {"hidden_act": "gelu"}, "hidden_act='gelu'"),
         ("qwen3", {"use_sliding_window": True, "sliding_window": 8}, "use_sliding_window=True"),
-        ("gpt2", {"activation_function": "gelu"}, "activation_function='gelu'"),
+        ("gpt2", {"activation_function": "relu"}, "activation_function='relu'"),
+        ("gpt2", {"activation_function": "gelu_fast"}, "activation_function='gelu_fast'"),
         ("gpt2", {"scale_attn_by_inverse_layer_idx": True}, "scale_attn_by_inverse_layer_idx=True"),
         ("mistral", {}, "model_type='mistral'"),
     ],
@@ -272,9 +273,38 @@ def test_config_round_trip_through_transformers_configs():
         },
         {"qk_norm": True},
         {**GPT2, "bias": True, "mlp_hidden": 40, "norm_eps": 1e-6},
+        {**GPT2, "mlp": "gelu_exact", "bias": True},
     ):
         config = small(**switches)
         assert vars(tinygpt_config(hf_config(config, choose_family(config), None, None))) == vars(config)
+
+
+@pytest.mark.parametrize(
+    "activation,mlp", [("gelu_new", "gelu"), ("gelu_pytorch_tanh", "gelu"), ("gelu", "gelu_exact")]
+)
+def test_gpt2_activations_import_as_the_gelu_that_computes_them(activation, mlp):
+    config = transformers.GPT2Config(vocab_size=20, n_positions=16, n_embd=16, n_layer=1, n_head=2)
+    config.activation_function = activation
+    assert tinygpt_config(config).mlp == mlp
+
+
+@pytest.mark.parametrize("mlp,activation", [("gelu", "gelu_new"), ("gelu_exact", "gelu")])
+def test_each_gelu_exports_as_the_gpt2_activation_that_computes_it(mlp, activation):
+    """Same logits as GPT2LMHeadModel with the activation export names, and measurably different ones with the
+    other: weights at std 0.5 put the MLP's inputs where the two GELUs differ, so the check can tell them apart."""
+    torch.manual_seed(0)
+    model = GPT(small(**{**GPT2, "mlp": mlp}, bias=True, init_std=0.5)).eval()
+    hf = build_hf_model(model, FAMILIES["gpt2"])
+    assert hf.config.activation_function == activation
+    other = hf_config(model.config, FAMILIES["gpt2"], None, None)
+    other.activation_function = {"gelu_new": "gelu", "gelu": "gelu_new"}[activation]
+    wrong = transformers.GPT2LMHeadModel(other).eval()
+    wrong.load_state_dict(to_hf_state(model.state_dict(), model.config, FAMILIES["gpt2"]), strict=True)
+    ids = torch.randint(0, 20, (2, 16), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        ours = model(ids).logits
+        same, differs = (hf(input_ids=ids).logits - ours).abs().max(), (wrong(input_ids=ids).logits - ours).abs().max()
+    assert same < 1e-5 and differs > 1e-4, (same, differs)
 
 
 def test_existing_output_is_never_overwritten_unless_asked(trained, tmp_path):

@@ -148,7 +148,7 @@ def test_every_switch_changes_the_model():
         ({"mlp": "moe", "n_experts": 4, "top_k": 5}, ["top_k=5", "at most n_experts=4"]),
         ({"position": "xpos"}, ["position='xpos'", "rope, learned, none, sinusoidal, alibi"]),
         ({"norm": "batchnorm"}, ["norm='batchnorm'", "layernorm, rmsnorm"]),
-        ({"mlp": "relu"}, ["mlp='relu'", "gelu, swiglu, moe"]),
+        ({"mlp": "relu"}, ["mlp='relu'", "gelu, gelu_exact, swiglu, moe"]),
         ({"dropout": 1.0}, ["dropout=1.0", "[0, 1)"]),
         ({"d_model": 0}, ["d_model=0", "positive"]),
         ({"n_layers": -1}, ["n_layers=-1", "positive"]),
@@ -168,12 +168,30 @@ def test_model_refuses_an_unfilled_vocabulary():
         GPT(GPTConfig(**{**BASE, "vocab_size": 0}))
 
 
+@pytest.mark.parametrize("mlp,approximate", [("gelu", "tanh"), ("gelu_exact", "none")])
+def test_each_gelu_mlp_computes_its_own_form(mlp, approximate):
+    """mlp=gelu is GPT-2's tanh approximation, mlp=gelu_exact the erf form: with the matrices taken out, each
+    MLP is exactly its F.gelu, and the two differ where the forms do (4.7e-4 at x = 2.7)."""
+    from torch import nn
+
+    from tinygpt.model.mlp import make_mlp
+
+    layer = make_mlp(GPTConfig(d_model=8, n_heads=2, mlp=mlp))
+    layer.fc, layer.proj = nn.Identity(), nn.Identity()
+    x = torch.linspace(-4, 4, 801, dtype=torch.float64)
+    out, aux = layer(x)
+    assert aux is None and torch.equal(out, F.gelu(x, approximate=approximate))
+    other = F.gelu(x, approximate="none" if approximate == "tanh" else "tanh")
+    assert (out - other).abs().max().item() > 4.5e-4
+
+
 def test_from_omegaconf_validates_keys_types_and_values():
     config = GPTConfig.from_omegaconf({"d_model": 64, "n_heads": 8}, vocab_size=10)
     assert isinstance(config, GPTConfig) and (config.d_model, config.vocab_size) == (64, 10)
     assert config.resolved_head_dim == 8 and config.resolved_kv_heads == 8
     assert config.resolved_mlp_hidden == int(8 * 64 / 3)
     assert GPTConfig.from_omegaconf(OmegaConf.create({"mlp": "gelu"})).resolved_mlp_hidden == 4 * 192
+    assert GPTConfig.from_omegaconf(OmegaConf.create({"mlp": "gelu_exact"})).resolved_mlp_hidden == 4 * 192
     with pytest.raises(Exception, match="n_layer"):
         GPTConfig.from_omegaconf({"n_layer": 4})  # unknown key (a typo of n_layers)
     with pytest.raises(Exception, match="d_model"):

@@ -57,7 +57,8 @@ def test_mlp_registry_gives_names_errors_and_dispatch_and_every_mlp_returns_an_a
     model = GPT(GPTConfig(**SMALL, mlp="zero", moe_aux_loss_weight=0.5))
     assert model.has_aux_loss and model(torch.zeros(1, 4, dtype=torch.long)).aux_loss.item() == 1.0  # 0.5 × 2
     assert not GPT(GPTConfig(**SMALL, mlp="gelu")).has_aux_loss
-    with pytest.raises(ValueError, match="mlp='relu' is not allowed: must be one of gelu, swiglu, moe, zero"):
+    allowed = "gelu, gelu_exact, swiglu, moe, zero"
+    with pytest.raises(ValueError, match=f"mlp='relu' is not allowed: must be one of {allowed}"):
         GPTConfig(**SMALL, mlp="relu")
 
 

@@ -17,8 +17,9 @@ Conventions checked against `transformers` 5 (modeling_llama / modeling_qwen3 / 
 - SwiGLU: down(silu(gate(x)) * up(x)) on both sides; tinygpt's SwiGLU never has biases (Llama's mlp_bias=False),
   while bias=True puts biases on q/k/v/o, which is Llama's and Qwen3's attention_bias.
 - GPT-2: Conv1D stores weights as (in, out), the transpose of nn.Linear; c_attn is q, k, v concatenated.
-  tinygpt's GELU is the tanh approximation, which is GPT-2's "gelu_new" (plain "gelu" is the exact erf form
-  and is refused on import). A bias-free tinygpt GPT-2 layout exports with zero biases (exactly equivalent).
+  tinygpt's two GELUs are both GPT-2's activation_function: mlp=gelu (tanh) is "gelu_new" ("gelu_pytorch_tanh",
+  the same F.gelu call, is imported as it too) and mlp=gelu_exact (erf) is "gelu"; any other activation is
+  refused on import. A bias-free tinygpt GPT-2 layout exports with zero biases (exactly equivalent).
 - Dropout is irrelevant at inference: every dropout of the exported config is 0.
 """
 
@@ -41,13 +42,18 @@ class Family:
     name: str
     hf_class: str  # the transformers architecture
     model_type: str  # config.json's model_type
-    requires: tuple[tuple[str, object, str], ...]  # (GPTConfig field, required value, why), checked in order
+    requires: tuple[tuple[str, tuple, str], ...]  # (GPTConfig field, the values allowed, why), checked in order
 
+
+# GPT-2's activation_function per tinygpt GELU (tinygpt/model/mlp.py's GELUS), and what import accepts: also
+# "gelu_pytorch_tanh", transformers' name for the very F.gelu(approximate="tanh") call tinygpt makes.
+GPT2_ACTIVATIONS = {"gelu": "gelu_new", "gelu_exact": "gelu"}
+GPT2_IMPORTED_ACTIVATIONS = {"gelu_new": "gelu", "gelu_pytorch_tanh": "gelu", "gelu": "gelu_exact"}
 
 # Switches no transformers class expresses, whatever the family (checked first, so the message names them).
 COMMON = (
-    ("prenorm", True, "post-norm blocks (prenorm=false) exist in no transformers causal-LM class"),
-    ("residual", True, "blocks without residual connections exist in no transformers class"),
+    ("prenorm", (True,), "post-norm blocks (prenorm=false) exist in no transformers causal-LM class"),
+    ("residual", (True,), "blocks without residual connections exist in no transformers class"),
 )
 
 FAMILIES: dict[str, Family] = {
@@ -56,10 +62,10 @@ FAMILIES: dict[str, Family] = {
         "LlamaForCausalLM",
         "llama",
         (
-            ("position", "rope", "LlamaForCausalLM uses RoPE"),
-            ("norm", "rmsnorm", "LlamaForCausalLM uses RMSNorm"),
-            ("mlp", "swiglu", "LlamaForCausalLM uses a SwiGLU MLP"),
-            ("qk_norm", False, "LlamaForCausalLM has no QK-norm (Qwen3ForCausalLM does: family=qwen3)"),
+            ("position", ("rope",), "LlamaForCausalLM uses RoPE"),
+            ("norm", ("rmsnorm",), "LlamaForCausalLM uses RMSNorm"),
+            ("mlp", ("swiglu",), "LlamaForCausalLM uses a SwiGLU MLP"),
+            ("qk_norm", (False,), "LlamaForCausalLM has no QK-norm (Qwen3ForCausalLM does: family=qwen3)"),
         ),
     ),
     "qwen3": Family(
@@ -67,10 +73,10 @@ FAMILIES: dict[str, Family] = {
         "Qwen3ForCausalLM",
         "qwen3",
         (
-            ("position", "rope", "Qwen3ForCausalLM uses RoPE"),
-            ("norm", "rmsnorm", "Qwen3ForCausalLM uses RMSNorm"),
-            ("mlp", "swiglu", "Qwen3ForCausalLM uses a SwiGLU MLP"),
-            ("qk_norm", True, "Qwen3ForCausalLM always normalizes queries and keys (without QK-norm: family=llama)"),
+            ("position", ("rope",), "Qwen3ForCausalLM uses RoPE"),
+            ("norm", ("rmsnorm",), "Qwen3ForCausalLM uses RMSNorm"),
+            ("mlp", ("swiglu",), "Qwen3ForCausalLM uses a SwiGLU MLP"),
+            ("qk_norm", (True,), "Qwen3ForCausalLM always normalizes queries and keys (without QK-norm: family=llama)"),
         ),
     ),
     "gpt2": Family(
@@ -78,17 +84,17 @@ FAMILIES: dict[str, Family] = {
         "GPT2LMHeadModel",
         "gpt2",
         (
-            ("position", "learned", "GPT2LMHeadModel uses a learned position table"),
-            ("norm", "layernorm", "GPT2LMHeadModel uses LayerNorm"),
-            ("mlp", "gelu", "GPT2LMHeadModel uses a GELU MLP"),
-            ("qk_norm", False, "GPT2LMHeadModel has no QK-norm"),
+            ("position", ("learned",), "GPT2LMHeadModel uses a learned position table"),
+            ("norm", ("layernorm",), "GPT2LMHeadModel uses LayerNorm"),
+            ("mlp", tuple(GPT2_ACTIVATIONS), "GPT2LMHeadModel uses a GELU MLP (gelu or gelu_exact)"),
+            ("qk_norm", (False,), "GPT2LMHeadModel has no QK-norm"),
         ),
     ),
 }
 
 SUPPORTED = (
     "supported families: llama (LlamaForCausalLM: rope, rmsnorm, swiglu), qwen3 (Qwen3ForCausalLM: "
-    "the same with qk_norm), gpt2 (GPT2LMHeadModel: learned positions, layernorm, gelu)"
+    "the same with qk_norm), gpt2 (GPT2LMHeadModel: learned positions, layernorm, gelu or gelu_exact)"
 )
 
 
@@ -96,8 +102,8 @@ def _problems(config: GPTConfig, family: Family) -> list[str]:
     """Every switch of `config` the family cannot express, as 'model.<field>=<value>: <why>'."""
     problems = [
         f"model.{field}={getattr(config, field)!r}: {why}"
-        for field, wanted, why in COMMON + family.requires
-        if getattr(config, field) != wanted
+        for field, allowed, why in COMMON + family.requires
+        if getattr(config, field) not in allowed
     ]
     if config.mlp == "moe":
         problems.insert(0, "model.mlp='moe': no exportable family has a matching mixture-of-experts class")
@@ -153,7 +159,7 @@ def hf_config(config: GPTConfig, family: Family, bos_id: int | None, eos_id: int
             n_layer=config.n_layers,
             n_head=config.n_heads,
             n_inner=config.resolved_mlp_hidden,
-            activation_function="gelu_new",
+            activation_function=GPT2_ACTIVATIONS[config.mlp],
             resid_pdrop=0.0,
             embd_pdrop=0.0,
             attn_pdrop=0.0,
@@ -190,7 +196,8 @@ def _refuse_unless(ok: bool, field: str, value, why: str) -> None:
 
 def tinygpt_config(hf) -> GPTConfig:
     """GPTConfig from a transformers config of a supported family; refuses anything tinygpt would compute
-    differently (rope scaling, sliding windows, exact GELU, MLP biases, ...), naming the config.json field.
+    differently (rope scaling, sliding windows, GELUs other than tinygpt's two, MLP biases, ...), naming the
+    config.json field.
     Sizes equal to tinygpt's defaults come back as null (n_kv_heads, head_dim, mlp_hidden), as a run states them."""
     config = _tinygpt_config(hf)
     defaults = GPTConfig(**{**vars(config), "n_kv_heads": None, "head_dim": None, "mlp_hidden": None})
@@ -211,10 +218,10 @@ def _tinygpt_config(hf) -> GPTConfig:
     _refuse_unless(model_type in FAMILIES, "model_type", model_type, "not a supported family")
     if model_type == "gpt2":
         _refuse_unless(
-            hf.activation_function == "gelu_new",
+            hf.activation_function in GPT2_IMPORTED_ACTIVATIONS,
             "activation_function",
             hf.activation_function,
-            "tinygpt's GELU is the tanh approximation (gelu_new)",
+            "tinygpt's GELUs are " + ", ".join(GPT2_IMPORTED_ACTIVATIONS),
         )
         _refuse_unless(
             hf.scale_attn_weights,
@@ -237,7 +244,7 @@ def _tinygpt_config(hf) -> GPTConfig:
             position="learned",
             norm="layernorm",
             norm_eps=hf.layer_norm_epsilon,
-            mlp="gelu",
+            mlp=GPT2_IMPORTED_ACTIVATIONS[hf.activation_function],
             mlp_hidden=hf.n_inner or 4 * hf.n_embd,
             bias=True,
             tie_embeddings=hf.tie_word_embeddings,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tinygpt.model.mlp import MLPS
+from tinygpt.model.mlp import GELUS, MLPS
 from tinygpt.model.norm import NORMS
 from tinygpt.model.position import POSITIONS
 
@@ -29,8 +29,8 @@ class GPTConfig:
     norm_eps: float = 1e-5
     prenorm: bool = True  # False: the 2017 post-norm layout (add, then normalize)
     residual: bool = True  # False: each sublayer replaces the stream (003's collapse experiment)
-    mlp: str = "swiglu"  # a name in tinygpt/model/mlp.py's MLPS: gelu | swiglu | moe
-    mlp_hidden: int | None = None  # None = 4*d_model for gelu, int(8*d_model/3) for swiglu and moe experts
+    mlp: str = "swiglu"  # a name in tinygpt/model/mlp.py's MLPS: gelu (tanh) | gelu_exact | swiglu | moe
+    mlp_hidden: int | None = None  # None = 4*d_model for the GELUs, int(8*d_model/3) for swiglu and moe experts
     n_experts: int = 8
     top_k: int = 2
     moe_aux_loss_weight: float = 0.01
@@ -90,7 +90,7 @@ class GPTConfig:
     def resolved_mlp_hidden(self) -> int:
         if self.mlp_hidden is not None:
             return self.mlp_hidden
-        if self.mlp == "gelu":
+        if self.mlp in GELUS:
             return 4 * self.d_model
         # Three matrices at 2/3 of 4*d keep the weight count of the two-matrix GELU MLP; the spec's
         # parameter counts depend on exactly this rounding (int, i.e. floor).
