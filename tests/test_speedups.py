@@ -88,7 +88,10 @@ def test_chunked_loss_needs_no_gradient_and_scales_by_the_incoming_one():
     torch.testing.assert_close(hidden.grad, want)
     with pytest.raises(ValueError, match="chunk=0"):
         linear_cross_entropy(hidden, weight, targets, 0)
-    assert auto_chunk(50257) == 166 and auto_chunk(2048) == 4096 and auto_chunk(10**9) == 32
+    # 8 MiB blocks (V 2,048; characters: the whole batch), at least 4 tokens per unit of width (000's 50,257 x 256
+    # head), at most 2**26 logits (a GPT-2 124M head), never under 32 tokens
+    assert auto_chunk(2048, 192) == 1024 and auto_chunk(66, 192) == 31775
+    assert auto_chunk(50257, 256) == 1024 and auto_chunk(50257, 768) == 1335 and auto_chunk(10**9, 8) == 32
 
 
 @pytest.mark.parametrize("tied", [True, False])

@@ -26,13 +26,24 @@ from __future__ import annotations
 
 import torch
 
-# Elements of one chunk's logits block: 2**23 fp32 numbers is 32 MB, e.g. 166 tokens × 50,257 or 4,096 × 2,048.
-CHUNK_ELEMENTS = 2**23
+# One chunk's logits block, in elements: about BLOCK_ELEMENTS (2**21 fp32 numbers, 8 MiB: 1,024 tokens at
+# V = 2,048), so that the block stays in cache from the head's matmul through the log-softmax and the exp, but
+# never fewer than TOKENS_PER_WIDTH tokens per unit of the model's width: each chunk streams the whole (V, d)
+# head through three matmuls, once for the logits, once for ∂h and once into ∂W, so at V = 50,257 the old
+# 166-token chunks spent as long reading and writing the 49 MiB head and its gradient as computing. And never
+# more than MAX_ELEMENTS (2**26, 256 MiB in fp32), which bounds the extra memory for large vocabularies and
+# widths. Measured (docs/benchmarks/train.md, Round 10): since_gpt2 1.07x fp32, 1.38x bf16 with 1,024 tokens
+# against 166; at V = 2,048 the loss alone 82 ms against 88 with 4,096 tokens.
+BLOCK_ELEMENTS = 2**21
+TOKENS_PER_WIDTH = 4
+MAX_ELEMENTS = 2**26
 
 
-def auto_chunk(vocab_size: int) -> int:
-    """Tokens per chunk so that one chunk's logits hold about CHUNK_ELEMENTS numbers (at least 32 tokens)."""
-    return max(32, CHUNK_ELEMENTS // vocab_size)
+def auto_chunk(vocab_size: int, d_model: int) -> int:
+    """Tokens per chunk for a (vocab_size, d_model) head: BLOCK_ELEMENTS of logits, at least TOKENS_PER_WIDTH
+    x d_model tokens, at most MAX_ELEMENTS of logits, and never under 32 tokens."""
+    tokens = max(BLOCK_ELEMENTS // vocab_size, TOKENS_PER_WIDTH * d_model)
+    return max(32, min(tokens, MAX_ELEMENTS // vocab_size))
 
 
 class _LinearCrossEntropy(torch.autograd.Function):
@@ -74,7 +85,10 @@ class _LinearCrossEntropy(torch.autograd.Function):
                     if need_h:
                         torch.mm(g, weight, out=grad_h[start : start + chunk])
                     if need_w:
-                        grad_w.add_(g.T @ h)
+                        if g.dtype == grad_w.dtype:
+                            grad_w.addmm_(g.T, h)
+                        else:
+                            grad_w.add_(g.T @ h)
         ctx.save_for_backward(grad_h, grad_w, grad_b)
         ctx.n = n
         ctx.weight_dtype = weight.dtype
@@ -103,7 +117,7 @@ def linear_cross_entropy(
     hidden: (..., d); weight: (V, d), the head (or the tied embedding table); targets: (...) ids in [0, V);
     bias: (V,) or None (the GPT's head has none; the LSTM's has one).
     Equals `F.cross_entropy(F.linear(hidden, weight, bias).flatten(0, -2).float(), targets.flatten())`, with
-    the same gradients, in fp32 and under autocast. chunk: tokens per chunk (None: `auto_chunk(V)`).
+    the same gradients, in fp32 and under autocast. chunk: tokens per chunk (None: `auto_chunk(V, d)`).
     """
     if chunk is not None and chunk <= 0:
         raise ValueError(f"chunk={chunk} is not allowed: must be a positive number of tokens (or None for auto)")
@@ -118,4 +132,4 @@ def linear_cross_entropy(
         bias = None if bias is None else bias.to(dtype)
     elif hidden.dtype != weight.dtype:
         hidden = hidden.to(weight.dtype)
-    return _LinearCrossEntropy.apply(hidden, weight, bias, targets, chunk or auto_chunk(weight.shape[0]))
+    return _LinearCrossEntropy.apply(hidden, weight, bias, targets, chunk or auto_chunk(*weight.shape))

@@ -5,7 +5,7 @@ Each switch changes how a step is computed, never what it computes beyond a stat
 - `loss`: "chunked" fuses the head with the cross-entropy over chunks of tokens, so the B×T×V logits are
   never materialised (tinygpt/model/fused_loss.py); "full" is `F.cross_entropy` over the full logits.
   Loss and gradients agree to float rounding (fp32: 1e-5 relative; bf16 autocast: bf16 rounding).
-- `loss_chunk`: tokens per chunk for "chunked"; null picks about 8M logits per chunk (fused_loss.auto_chunk).
+- `loss_chunk`: tokens per chunk for "chunked"; null picks one from the head's shape (fused_loss.auto_chunk).
 - `attention`: how attention dropout is computed while training with dropout > 0 (model/attention.py):
   "sdpa" inside `scaled_dot_product_attention`, "explicit" as softmax weights dropped by F.dropout. The same
   distribution (a Bernoulli(1 - p) mask and 1/(1 - p) scaling), different random draws. Both cost several
