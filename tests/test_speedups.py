@@ -12,6 +12,7 @@ from test_train_run import train_losses
 import tinygpt.model.attention as attention
 from tinygpt.model import GPT, GPTConfig
 from tinygpt.model.fused_loss import auto_chunk, linear_cross_entropy
+from tinygpt.model.generate import generate
 from tinygpt.train.module import GPTModule
 from tinygpt.train.optim import OptimConfig, build_optimizer
 from tinygpt.train.run import train
@@ -174,13 +175,52 @@ def test_adamw_implementations_give_the_for_loop_update(impl):
         torch.testing.assert_close(got[name], want[name], rtol=1e-5, atol=1e-6)
 
 
-def test_compile_compiles_the_trunk_and_keeps_the_state_dict_names(monkeypatch):
+def test_compile_compiles_one_block_graph_for_every_layer_in_training_only(monkeypatch):
+    """speed.compile is regional: the blocks share one compiled graph (a second graph per layer would multiply
+    the cold start by n_layers), training steps run it and give the eager loss and gradients, and validation,
+    evaluation and generation stay eager (no graph of their own). Dynamo's "eager" backend keeps this to
+    seconds; inductor's cold start is measured in docs/benchmarks/train.md."""
+    from torch._dynamo.utils import counters
+
+    real_compile = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: real_compile(fn, backend="eager", fullgraph=True))
+    torch._dynamo.reset()
+    counters.clear()
+    plain = GPTModule({**TINY, "n_layers": 3}, {}, 10)
+    module = GPTModule({**TINY, "n_layers": 3}, {}, 10, speed={"compile": True})
+    assert list(module.state_dict()) == list(plain.state_dict())
+    module.load_state_dict(plain.state_dict())
+    idx = torch.randint(0, 61, (2, 24))
+    results = []
+    for m in (plain, module):
+        loss, _ = m.compute_loss(idx, idx.roll(-1, 1))
+        results.append((loss, torch.autograd.grad(loss, list(m.parameters()))))
+    assert counters["stats"]["unique_graphs"] == 1 and counters["stats"]["calls_captured"] > 0
+    (ref, ref_grads), (loss, grads) = results
+    torch.testing.assert_close(loss, ref, rtol=1e-6, atol=1e-6)
+    for got, want in zip(grads, ref_grads, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    module.eval()
+    with torch.no_grad():
+        module.model(idx)
+    generate(module.model, idx[:, :4], max_new_tokens=3)
+    module.train()
+    with torch.no_grad():
+        module.model(idx)
+    assert counters["stats"]["unique_graphs"] == 1
+    # without the switch nothing is compiled
+    assert all(block.compiled is None for block in plain.model.blocks)
+
+
+def test_compile_compiles_a_family_without_blocks_whole(monkeypatch):
+    """The LSTM has no repeated block: speed.compile compiles its trunk (features) instead of being ignored."""
     compiled = []
     monkeypatch.setattr(torch, "compile", lambda fn, **kw: compiled.append(fn) or fn)
-    plain = GPTModule(TINY, {}, 10)
-    module = GPTModule(TINY, {}, 10, speed={"compile": True})
-    assert len(compiled) == 1 and compiled[0] == module.model.features
-    assert list(module.state_dict()) == list(plain.state_dict())
+    config = {"family": "lstm", "vocab_size": 61, "d_embed": 8, "d_model": 16}
+    module = GPTModule(config, {}, 10, speed={"compile": True})
+    assert compiled == [module.model.features]
+    GPTModule(config, {}, 10)
+    assert len(compiled) == 1  # nothing compiled without the switch
 
 
 @pytest.mark.parametrize(

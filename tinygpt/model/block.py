@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 
@@ -31,6 +33,11 @@ def to_autocast_dtype(x: torch.Tensor) -> torch.Tensor:
 
 
 class Block(nn.Module):
+    # speed.compile (set at runtime by tinygpt/train/speedups.py): `step` compiled, which training calls in
+    # place of the eager one; validation, evaluation and generation (eval mode, no gradient, or a KV cache) stay
+    # eager, so they never compile graphs of their own. None: eager everywhere.
+    compiled: Callable | None = None
+
     def __init__(self, config: GPTConfig, layer_index: int):
         super().__init__()
         self.prenorm, self.residual = config.prenorm, config.residual
@@ -50,6 +57,18 @@ class Block(nn.Module):
         """The new stream, and the MLP's auxiliary loss (None unless it has one: a mixture of experts).
 
         rope and attn_bias come from the position encoding (tinygpt/model/position.py), each None if unused."""
+        if self.compiled is not None and self.training and cache is None and torch.is_grad_enabled():
+            return self.compiled(x, rope, None, attn_bias)
+        return self.step(x, rope, cache, attn_bias)
+
+    def step(
+        self,
+        x: torch.Tensor,
+        rope: tuple[torch.Tensor, torch.Tensor] | None = None,
+        cache: KVCache | None = None,
+        attn_bias: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """forward's computation, always eager (what speed.compile compiles)."""
         if not self.prenorm:  # the 2017 layout: add, then normalize
             x = self.norm1(self.merge(x, self.drop(self.attention(to_autocast_dtype(x), rope, cache, attn_bias))))
             y, aux_loss = self.mlp(to_autocast_dtype(x))

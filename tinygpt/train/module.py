@@ -13,7 +13,7 @@ from tinygpt.model import build_model
 from tinygpt.model.fused_loss import linear_cross_entropy
 from tinygpt.train.malloc import apply_malloc
 from tinygpt.train.optim import OptimConfig, build_optimizer
-from tinygpt.train.speedups import SpeedConfig, apply_to_model, optimizer_flags
+from tinygpt.train.speedups import SpeedConfig, apply_to_model, optimizer_flags, training_features
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -39,10 +39,7 @@ class GPTModule(L.LightningModule):
         self.speed_config = SpeedConfig(**(speed or {}))
         apply_to_model(self.model, self.speed_config)
         apply_malloc(self.speed_config.malloc)  # the process's malloc thresholds (tinygpt/train/malloc.py)
-        # torch.compile of a bound method, not of the module: the state_dict keeps its names
-        self._features = self.model.features
-        if self.speed_config.compile:
-            self._features = torch.compile(self.model.features)
+        self._features = training_features(self.model, self.speed_config)  # speed.compile
         self.dev_score = BitsPerByte()
         self.best_dev_bpb = math.inf
         self.best_dev_step = -1
