@@ -625,3 +625,27 @@ def test_either_core_keeps_the_model_within_bf16_rounding_of_fp32_and_trains(dro
         loss = F.cross_entropy(model(idx).logits.float().flatten(0, 1), idx.roll(-1, 1).flatten())
     loss.backward()
     assert all(p.grad is not None and p.grad.dtype == torch.float32 for p in model.parameters())
+
+
+@pytest.mark.parametrize("clip", [0.0, 0.5])
+def test_gradient_clipping_logs_the_norm_before_clipping_and_leaves_gradients_alone_without_a_bound(clip, monkeypatch):
+    """optim.grad_clip > 0 scales the gradients to that global norm; 0 (000's recipe) only measures it and makes no
+    pass over the gradients (clip_grad_norm_ with an infinite bound would multiply each by 1.0). Either way the
+    logged train/grad_norm is the norm before clipping."""
+    module = GPTModule(TINY, {}, 10)
+    torch.manual_seed(0)
+    for p in module.parameters():
+        p.grad = torch.randn_like(p)
+    before = {name: p.grad.clone() for name, p in module.named_parameters()}
+    want = torch.linalg.vector_norm(torch.cat([g.flatten() for g in before.values()]))
+    logged = {}
+    monkeypatch.setattr(module, "log", lambda name, value, **kw: logged.__setitem__(name, value))
+    if not clip:  # no bound: no multiply at all
+        monkeypatch.setattr(torch, "_foreach_mul_", lambda *a, **kw: pytest.fail("gradients were rescaled"))
+    module.configure_gradient_clipping(None, gradient_clip_val=clip, gradient_clip_algorithm=None)
+    torch.testing.assert_close(logged["train/grad_norm"], want, rtol=1e-6, atol=0)
+    after = torch.linalg.vector_norm(torch.cat([p.grad.flatten() for p in module.parameters()]))
+    if clip:
+        torch.testing.assert_close(after, torch.tensor(clip), rtol=1e-5, atol=0)
+    else:
+        assert all(torch.equal(p.grad, before[name]) for name, p in module.named_parameters())
