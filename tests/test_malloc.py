@@ -18,16 +18,17 @@ from tinygpt.train.speedups import SpeedConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# Eight AdamW steps of a GPT whose 4,096 x 2,048 fp32 logits block is exactly 32 MiB, above glibc's largest
-# dynamic mmap threshold, so each step maps it afresh unless the memory is kept. Prints the losses, a checksum
-# of the weights and the minor page faults of the last six steps.
+# Eight AdamW steps of a GPT whose 4,096 x 2,048 fp32 logits block (the fused loss in one chunk of 4,096 tokens,
+# set here: the automatic chunk is smaller) is exactly 32 MiB, above glibc's largest dynamic mmap threshold, so
+# each step maps it afresh unless the memory is kept. Prints the losses, a checksum of the weights and the minor
+# page faults of the last six steps.
 STEPS = """
 import json, resource, sys, torch
 from tinygpt.train.module import GPTModule
 model = dict(vocab_size=2048, context_length=128, d_model=64, n_layers=1, n_heads=2, dropout=0.0)
 optim = dict(lr=1e-3, warmup_steps=0, schedule="constant")
 torch.manual_seed(0)
-module = GPTModule(model, optim, 8, speed={"malloc": sys.argv[1]})
+module = GPTModule(model, optim, 8, speed={"malloc": sys.argv[1], "loss_chunk": 4096})  # one 32 MiB block
 opt = torch.optim.AdamW(module.parameters(), lr=1e-3)
 x, y = torch.randint(0, 2048, (2, 32, 128)).unbind(0)
 losses = []

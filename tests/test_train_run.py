@@ -216,17 +216,19 @@ def test_checkpoints_are_written_atomically(tmp_path, monkeypatch):
 
 
 def test_gradients_are_clipped_at_optim_grad_clip_and_the_norm_before_is_logged(tiny_cfg, tmp_path, monkeypatch):
-    real_clip = torch.nn.utils.clip_grad_norm_
+    real_clip = torch.nn.utils.clip_grads_with_norm_  # the module measures the norm once, then scales by it
     seen = []
 
-    def recording_clip(parameters, max_norm, *args, **kwargs):
+    def recording_clip(parameters, max_norm, total_norm, *args, **kwargs):
         parameters = list(parameters)
-        norm = real_clip(parameters, max_norm, *args, **kwargs)
-        after = torch.stack([p.grad.norm() for p in parameters if p.grad is not None]).norm()
-        seen.append((max_norm, float(norm), float(after)))
-        return norm
+        grads = [p.grad for p in parameters if p.grad is not None]
+        before = torch.stack([g.norm() for g in grads]).norm()
+        real_clip(parameters, max_norm, total_norm, *args, **kwargs)
+        after = torch.stack([g.norm() for g in grads]).norm()
+        assert float(total_norm) == pytest.approx(float(before), rel=1e-5)
+        seen.append((max_norm, float(before), float(after)))
 
-    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", recording_clip)
+    monkeypatch.setattr(torch.nn.utils, "clip_grads_with_norm_", recording_clip)
     train(tiny_cfg("optim.grad_clip=0.05"), tmp_path)
     assert len(seen) == 8 and all(max_norm == 0.05 for max_norm, _, _ in seen)
     assert all(before > 0.05 and after == pytest.approx(0.05, rel=1e-3) for _, before, after in seen)
