@@ -134,12 +134,12 @@ def training_features(model: nn.Module, config: SpeedConfig) -> Callable:
     compiled (torch.compile is lazy: nothing is built before the first training step) or, for a family without
     blocks, the trunk compiled whole. The module and its state_dict are not wrapped: parameter names and
     checkpoints are the same either way."""
+    if not config.compile:
+        return model.features
     blocks = [module for module in model.modules() if isinstance(module, Block)]
     for block in blocks:
-        block.compiled = torch.compile(block.step) if config.compile else None
-    if config.compile and not blocks:
-        return torch.compile(model.features)
-    return model.features
+        block.compiled = torch.compile(block.step)
+    return model.features if blocks else torch.compile(model.features)
 
 
 def optimizer_flags(config: SpeedConfig) -> dict[str, bool]:
