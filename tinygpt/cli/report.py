@@ -12,10 +12,25 @@ Works while a sweep runs.
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from tinygpt.cli import CONF
+from tinygpt.cli.config import register_configs
 from tinygpt.report.report import DEFAULT_METRIC, STYLES, write_report
 from tinygpt.report.tables import METRICS
+
+
+def experiment_defaults(overrides: Sequence[str]) -> dict:
+    """conf/train.yaml composed with ``overrides`` (the ones every run of the sweep shares), resolved: what the
+    experiment gives without the variants' own overrides, which the report's default reference matches."""
+    register_configs()
+    with initialize_config_dir(CONF, version_base="1.3"):
+        cfg = compose("train", overrides=list(overrides))
+    return OmegaConf.to_container(cfg, resolve=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,6 +72,14 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="the report's and figure's name (default: the experiment every run shares, else the folder's name)",
     )
+    parser.add_argument(
+        "--reference",
+        nargs="+",
+        default=(),
+        metavar="OVERRIDE",
+        help="the variant every other is compared with, by its overrides (e.g. ablation=gpt2); default: the "
+        "variant that sets the experiment's defaults",
+    )
     args = parser.parse_args(argv)
     report = write_report(
         args.sweep_dir,
@@ -67,9 +90,11 @@ def main(argv: list[str] | None = None) -> int:
         ymax=args.ymax,
         figure_only=args.figure_only,
         title=args.title,
+        reference=args.reference,
+        defaults=experiment_defaults,
     )
     print(report.markdown.read_text())
-    written = [report.markdown, report.figure, report.table]
+    written = [report.markdown, report.figure, report.table, report.comparison]
     print("wrote " + ", ".join(str(path) for path in written if path is not None))
     return 0
 

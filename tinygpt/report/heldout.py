@@ -48,6 +48,15 @@ def held_out_curve(job: Job, metric: Metric = HELD_OUT) -> dict[int, float]:
     return points
 
 
+def held_out_value(job: Job) -> tuple[int, float] | None:
+    """(step, score) that stands for the run in the held-out comparison: the first scoring at its last
+    pre-registered step that was scored (score_once.steps in run.json), else at its last scored step."""
+    points = held_out_curve(job)
+    registered = [s for s in ((job.record or {}).get("score_once") or {}).get("steps") or [] if s in points]
+    steps = registered or sorted(points)
+    return (steps[-1], points[steps[-1]]) if steps else None
+
+
 def scorings_table(jobs: Sequence[Job], digits: int = 3) -> str:
     """Every held-out scoring ever made of the sweep's runs, by time: run, seed, step, checkpoint, score, forced,
     reason, and the tool that made it."""

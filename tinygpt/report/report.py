@@ -11,24 +11,41 @@ from __future__ import annotations
 
 import csv
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from tinygpt.common.run_folder import DEV_BITS_PER_BYTE, DEV_LOSS
+from tinygpt.report.comparisons import (
+    Reference,
+    choose_reference,
+    comparison_section,
+    comparisons,
+    write_comparison_csv,
+)
 from tinygpt.report.figures import plot_curves
-from tinygpt.report.heldout import HELD_OUT, held_out_curve, held_out_table, scoring_counts, scorings_table
+from tinygpt.report.heldout import (
+    HELD_OUT,
+    held_out_curve,
+    held_out_table,
+    held_out_value,
+    scoring_counts,
+    scorings_table,
+)
 from tinygpt.report.jobs import Job, load_sweep, override_key
 from tinygpt.report.tables import (
     METRICS,
     UNFINISHED_MARK,
+    Metric,
     auto_style,
+    best_value,
     curve,
     diagnostics_table,
     has_diagnostics,
     seeds_table,
     shared_overrides,
     steps_table,
+    variant_labels,
     variants,
 )
 
@@ -68,6 +85,12 @@ class Report:
     style: str
     metric: str
     jobs: list[Job]
+    comparison: Path | None  # comparison.csv; None with a single variant (nothing to compare)
+    reference: Reference | None
+
+
+def final_value(job: Job, metric: Metric) -> float | None:
+    return ((job.record or {}).get("final") or {}).get(metric.key)
 
 
 def write_report(
@@ -80,9 +103,13 @@ def write_report(
     ymax: float | None = None,
     figure_only: Sequence[str] = (),
     title: str | None = None,
+    reference: Sequence[str] = (),
+    defaults: Callable[[Sequence[str]], Mapping] | None = None,
 ) -> Report:
     """figure_only: draw only the runs with one of these overrides (000's figure shows 3 of the 6 variants).
-    title: the report's and figures' name; by default sweep_title's."""
+    title: the report's and figures' name; by default sweep_title's. reference: overrides naming the variant the
+    others are compared with; by default the one with the experiment's defaults, which ``defaults(shared
+    overrides)`` composes (tinygpt/report/comparisons.py)."""
     sweep_dir = Path(sweep_dir)
     out_dir = Path(out_dir) if out_dir else sweep_dir
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -98,6 +125,14 @@ def write_report(
     chosen = METRICS[metric]
     title = title or sweep_title(sweep_dir, jobs)
 
+    groups = variants(jobs)
+    labels = variant_labels(list(groups))
+    shared = shared_overrides(list(groups))
+    chosen_reference = (
+        choose_reference(groups, reference, (lambda: defaults(shared)) if defaults else None, shared)
+        if len(groups) > 1 or reference
+        else None
+    )
     table = seeds_table(jobs, chosen) if style == "seeds" else steps_table(jobs, chosen)
     has_curves = any(curve(job, chosen) for job in jobs)
     if not has_curves:  # e.g. data.dev=none: nothing to tabulate but the statuses
@@ -111,7 +146,12 @@ def write_report(
     # no validation point anywhere: an empty set of axes would read as a figure, so none is drawn
     figure = (
         plot_curves(
-            drawn, chosen, out_dir / "curves.png", title=f"{title}: {chosen.label}, one line per seed", ymax=ymax
+            drawn,
+            chosen,
+            out_dir / "curves.png",
+            title=f"{title}: {chosen.label}",
+            ymax=ymax,
+            reference=chosen_reference.key if chosen_reference else None,
         )
         if has_curves
         else None
@@ -119,6 +159,24 @@ def write_report(
     runs_csv = write_runs_csv(jobs, out_dir / "runs.csv")
     markdown = out_dir / "report.md"
     sections = render_markdown(sweep_dir, jobs, table, style, chosen.label, held_out, title, has_curves)
+    compared: dict[str, list] = {}
+    if chosen_reference is not None:
+        compared[chosen.key] = comparisons(
+            groups,
+            chosen_reference.key,
+            {
+                f"best {chosen.label}": lambda job: best_value(job, chosen),
+                f"final {chosen.label}": lambda job: final_value(job, chosen),
+            },
+        )
+        sections += "\n".join(
+            comparison_section(
+                compared[chosen.key],
+                chosen_reference,
+                labels,
+                f"## Each variant against the reference ({chosen.label})",
+            )
+        )
     if has_diagnostics(jobs):
         sections += "\n".join(
             [
@@ -140,6 +198,7 @@ def write_report(
             out_dir / "heldout.png",
             title=f"{title}: {HELD_OUT.label}",
             points_of=held_out_curve,
+            reference=chosen_reference.key if chosen_reference else None,
         )
         sections += "\n".join(
             [
@@ -162,8 +221,30 @@ def write_report(
                 "",
             ]
         )
+        if chosen_reference is not None:
+            compared[HELD_OUT.key] = comparisons(
+                groups, chosen_reference.key, {HELD_OUT.label: lambda job: (held_out_value(job) or (None, None))[1]}
+            )
+            sections += "\n".join(
+                comparison_section(
+                    compared[HELD_OUT.key],
+                    chosen_reference,
+                    labels,
+                    "## Held-out: each variant against the reference\n\nEach run's held-out score at its last "
+                    "pre-registered step that was scored (score_once in run.json), else at its last scored step; "
+                    "the first scoring of that step.",
+                )
+            )
+    comparison_csv = (
+        write_comparison_csv(compared, chosen_reference, out_dir / "comparison.csv") if chosen_reference else None
+    )
+    if comparison_csv is not None:
+        sections += (
+            "\nEvery comparison, with each seed's difference and the interval's ends: "
+            "[comparison.csv](comparison.csv).\n"
+        )
     markdown.write_text(sections)
-    return Report(markdown, figure, runs_csv, style, metric, jobs)
+    return Report(markdown, figure, runs_csv, style, metric, jobs, comparison_csv, chosen_reference)
 
 
 def held_out_sentence(jobs: Sequence[Job], held_out: bool) -> str:

@@ -1,0 +1,242 @@
+"""Paired-seed statistics: the interval against scipy's own tests and by hand, the verdicts, the one-seed case,
+the refusal to pair variants whose batches differ (then Welch's interval), and the report's comparison section,
+comparison.csv and default reference on a hand-made sweep."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+from scipy import stats
+
+from tinygpt.report.comparisons import choose_reference
+from tinygpt.report.jobs import load_sweep
+from tinygpt.report.report import write_report
+from tinygpt.report.stats import (
+    BETTER,
+    NOISE,
+    ONE_SEED,
+    WORSE,
+    Interval,
+    batch_difference,
+    compare,
+    paired_interval,
+    verdict,
+    welch_interval,
+)
+from tinygpt.report.tables import variants
+
+VARIANT = [5.967, 5.892, 5.908]  # 000's RoPE row, best validation loss, seeds 1 / 2 / 3 (our runs)
+REFERENCE = [6.147, 6.122, 6.061]  # its GPT-2-style row
+
+
+def test_paired_interval_is_scipys_ttest_rel():
+    interval = paired_interval(VARIANT, REFERENCE)
+    low, high = stats.ttest_rel(VARIANT, REFERENCE).confidence_interval(0.95)
+    assert (interval.low, interval.high) == pytest.approx((low, high), abs=1e-12)
+    assert interval.mean == pytest.approx(-0.18766666666666665)
+
+
+def test_paired_interval_by_hand():
+    """mean ± t(0.975, n-1) · sd / sqrt(n) of the differences: -0.18767 ± 4.303 · 0.03924 / sqrt(3)."""
+    differences = [v - r for v, r in zip(VARIANT, REFERENCE, strict=True)]
+    mean = sum(differences) / 3
+    sd = math.sqrt(sum((d - mean) ** 2 for d in differences) / 2)
+    half = 4.302652729911275 * sd / math.sqrt(3)  # t(0.975, 2)
+    interval = paired_interval(VARIANT, REFERENCE)
+    assert interval.low == pytest.approx(mean - half, abs=1e-9)
+    assert interval.high == pytest.approx(mean + half, abs=1e-9)
+    assert (round(interval.low, 3), round(interval.high, 3)) == (-0.285, -0.091)
+
+
+def test_pairing_is_narrower_than_the_unpaired_interval_when_seeds_move_both_sides():
+    reference = [5.0, 5.5, 6.0]  # the seed moves both variants by far more than the variant's effect
+    variant = [4.9, 5.35, 5.92]
+    paired = paired_interval(variant, reference)
+    unpaired = welch_interval(variant, reference)
+    assert paired.high < 0 < unpaired.high  # better, paired; within noise, unpaired
+    assert paired.high - paired.low < unpaired.high - unpaired.low
+    assert paired.mean == pytest.approx(unpaired.mean)
+
+
+def test_welch_interval_is_scipys_ttest_ind_with_unequal_variances():
+    a, b = [1.0, 1.2, 1.1, 1.4], [1.5, 1.3, 1.9]
+    low, high = stats.ttest_ind(a, b, equal_var=False).confidence_interval(0.95)
+    interval = welch_interval(a, b)
+    assert (interval.low, interval.high) == pytest.approx((low, high), abs=1e-12)
+    assert interval.mean == pytest.approx(sum(a) / 4 - sum(b) / 3)
+
+
+@pytest.mark.parametrize(
+    ("interval", "expected"),
+    [
+        (Interval(-0.2, -0.3, -0.1), BETTER),
+        (Interval(0.2, 0.1, 0.3), WORSE),
+        (Interval(0.02, -0.08, 0.12), NOISE),
+        (Interval(-0.2, None, None), ONE_SEED),
+    ],
+)
+def test_verdicts(interval, expected):
+    assert verdict(interval) == expected
+
+
+def test_one_seed_has_no_interval():
+    comparison = compare("best", {1: 5.9}, {1: 6.1})
+    assert comparison.paired and comparison.differences == pytest.approx((-0.2,))
+    assert comparison.interval.low is None and comparison.verdict == ONE_SEED
+
+
+def test_equal_differences_in_every_seed_are_that_difference_exactly():
+    interval = paired_interval([1.0, 2.0, 3.0], [1.5, 2.5, 3.5])
+    assert (interval.mean, interval.low, interval.high) == (-0.5, -0.5, -0.5)
+
+
+def test_pairs_only_the_seeds_both_sides_finished():
+    comparison = compare("best", {1: 5.0, 2: 5.1, 3: 5.2}, {1: 5.5, 3: 5.4})
+    assert comparison.seeds == (1, 3) and comparison.n == 2
+    assert comparison.differences == pytest.approx((-0.5, -0.2))
+    assert comparison.better_in == 2
+
+
+def config(fraction=1.0, tokenizer="char", context=256, eval_batch_size=32, root=None, position="rope"):
+    return {
+        "seed": 0,
+        "model": {"context_length": context, "position": position},
+        "data": {
+            "name": "peps",
+            "fraction": fraction,
+            "tokenizer": {"name": tokenizer, "vocab_size": None},
+            "eval_batch_size": eval_batch_size,
+            "root": root,
+            "batch_size": 32,
+        },
+    }
+
+
+def test_a_model_switch_keeps_the_batches_and_where_or_how_validation_runs_does_not_count():
+    assert batch_difference([config(position="learned")], [config()]) is None
+    assert batch_difference([config(eval_batch_size=64, root="/data")], [config()]) is None
+
+
+@pytest.mark.parametrize(
+    ("changed", "named"),
+    [
+        (config(fraction=0.25), "data.fraction: 0.25 against 1.0"),
+        (config(tokenizer="bpe"), "data.tokenizer"),
+        (config(context=128), "model.context_length: 128 against 256"),
+    ],
+)
+def test_pairing_is_refused_when_the_batches_differ(changed, named):
+    assert named in batch_difference([changed], [config()])
+
+
+def test_unpaired_comparison_uses_welch_and_says_why():
+    comparison = compare("best", {0: 1.0, 1: 1.2, 2: 1.1}, {0: 1.5, 1: 1.3}, unpaired_because="data.fraction: x")
+    assert not comparison.paired and comparison.differences == ()
+    low, high = stats.ttest_ind([1.0, 1.2, 1.1], [1.5, 1.3], equal_var=False).confidence_interval(0.95)
+    assert (comparison.interval.low, comparison.interval.high) == pytest.approx((low, high))
+    assert comparison.unpaired_because == "data.fraction: x"
+
+
+# a hand-made sweep: the reference (learned positions) and RoPE with three seeds, and a fraction with two
+
+
+def add_run(sweep: Path, overrides: list[str], best: float, final: float, cfg: dict) -> None:
+    folder = sweep / ",".join(overrides)
+    (folder / ".hydra").mkdir(parents=True)
+    (folder / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+    points = [{"step": 50, "dev_loss": best + 0.3, "dev_bits_per_byte": best + 0.3}]
+    points += [{"step": 100, "dev_loss": best, "dev_bits_per_byte": best}]
+    points += [{"step": 150, "dev_loss": final, "dev_bits_per_byte": final}]
+    record = {
+        "status": "finished",
+        "config": cfg,
+        "parameters": 1000,
+        "curve": points,
+        "best": {"step": 100, "dev_loss": best, "dev_bits_per_byte": best},
+        "final": points[-1],
+    }
+    (folder / "run.json").write_text(json.dumps(record))
+
+
+@pytest.fixture
+def sweep(tmp_path) -> Path:
+    sweep = tmp_path / "ablation"
+    sweep.mkdir()
+    for seed, (learned, rope) in enumerate([(2.0, 1.8), (2.1, 1.95), (2.05, 1.85)]):
+        add_run(sweep, ["model.position=learned", f"seed={seed}"], learned, learned + 0.1, config(position="learned"))
+        add_run(sweep, ["model.position=rope", f"seed={seed}"], rope, rope + 0.5, config())
+    for seed, value in enumerate([2.3, 2.5]):
+        add_run(sweep, ["data.fraction=0.25", f"seed={seed}"], value, value, config(fraction=0.25, position="learned"))
+    return sweep
+
+
+def learned_defaults(shared):
+    return config(position="learned")
+
+
+def test_the_default_reference_is_the_variant_with_the_experiments_defaults(sweep):
+    groups = variants(load_sweep(sweep))
+    reference = choose_reference(groups, defaults=lambda: learned_defaults(()))
+    assert reference.key == ("model.position=learned",)
+    assert "`data.fraction`, `model.position`" in reference.why
+    rope = choose_reference(groups, defaults=lambda: config())  # the defaults are RoPE's: the rope variant
+    assert rope.key == ("model.position=rope",)
+
+
+def test_a_named_reference_and_a_name_that_matches_no_variant(sweep):
+    groups = variants(load_sweep(sweep))
+    assert choose_reference(groups, ["model.position=rope"]).key == ("model.position=rope",)
+    with pytest.raises(ValueError, match="--reference model.position=alibi: no variant of this sweep"):
+        choose_reference(groups, ["model.position=alibi"])
+
+
+def test_without_a_matching_variant_the_first_launched_is_taken_and_said(sweep):
+    groups = variants(load_sweep(sweep))
+    reference = choose_reference(groups, defaults=lambda: config(position="alibi"))
+    assert reference.key == list(groups)[0] and "first variant launched" in reference.why
+
+
+def test_report_has_the_paired_table_and_comparison_csv(sweep):
+    report = write_report(sweep, style="seeds", defaults=learned_defaults)
+    text = report.markdown.read_text()
+    assert "Reference: **model.position=learned**, the variant that sets the experiment's defaults" in text
+    assert "Paired by seed" in text and "scipy.stats.ttest_rel" in text
+    # rope - learned per seed: -0.2, -0.15, -0.2 (best); mean -0.183, interval from ttest_rel
+    low, high = stats.ttest_rel([1.8, 1.95, 1.85], [2.0, 2.1, 2.05]).confidence_interval(0.95)
+    row = (
+        f"| model.position=rope | best validation loss | -0.200 / -0.150 / -0.200 (0 / 1 / 2) | -0.183 | "
+        f"[{low:+.3f}, {high:+.3f}] | 3 of 3 seeds | better |"
+    )
+    assert row in text
+    assert "| model.position=rope | final validation loss | +0.200 / +0.250 / +0.200 (0 / 1 / 2) | +0.217 |" in text
+    assert "unpaired (data.fraction: 0.25 against 1.0): 2 against 3 runs" in text and "Welch" in text
+    with report.comparison.open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert sorted((r["variant"], r["measure"], r["paired"], r["verdict"]) for r in rows) == [
+        ("data.fraction=0.25", "best validation loss", "False", "within seed noise"),  # Welch: [-0.595, +1.295]
+        ("data.fraction=0.25", "final validation loss", "False", "within seed noise"),
+        ("model.position=rope", "best validation loss", "True", "better"),
+        ("model.position=rope", "final validation loss", "True", "worse"),
+    ]
+    rows = [r for r in rows if r["variant"] == "model.position=rope"]
+    assert float(rows[0]["ci95_low"]) == pytest.approx(low) and float(rows[0]["ci95_high"]) == pytest.approx(high)
+    assert rows[0]["differences"].split() == [repr(1.8 - 2.0), repr(1.95 - 2.1), repr(1.85 - 2.05)]
+
+
+def test_a_sweep_of_one_seed_says_there_is_no_interval(tmp_path):
+    sweep = tmp_path / "one"
+    sweep.mkdir()
+    add_run(sweep, ["model.position=learned", "seed=0"], 2.0, 2.1, config(position="learned"))
+    add_run(sweep, ["model.position=rope", "seed=0"], 1.8, 1.9, config())
+    text = write_report(sweep, style="seeds", defaults=learned_defaults).markdown.read_text()
+    assert (
+        "| model.position=rope | best validation loss | -0.200 (0) | -0.200 | — | 1 of 1 seeds | "
+        "one seed: no interval |"
+        in text
+    )
+    assert "With one seed" in text
