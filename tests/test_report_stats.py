@@ -236,7 +236,50 @@ def test_a_sweep_of_one_seed_says_there_is_no_interval(tmp_path):
     text = write_report(sweep, style="seeds", defaults=learned_defaults).markdown.read_text()
     assert (
         "| model.position=rope | best validation loss | -0.200 (0) | -0.200 | — | 1 of 1 seeds | "
-        "one seed: no interval |"
-        in text
+        "one seed: no interval |" in text
     )
     assert "With one seed" in text
+
+
+def session(**changed) -> dict:
+    return {
+        "from_step": 0,
+        "tinygpt": "0.1.0",
+        "commit": "a" * 40,
+        "dirty": False,
+        "torch": "2.13.0+cpu",
+        "lightning": "2.6.6",
+        "hydra-core": "1.3.8",
+        "transformers": "5.0.0",
+        "python": "3.11.7",
+        "device": "AMD EPYC",
+        "precision": "32-true",
+        "matmul_peak_flops": 6.8e10,
+        "matmul_peak_source": "measured",
+    } | changed
+
+
+def set_provenance(sweep: Path, name: str, sessions: list[dict]) -> None:
+    path = sweep / name / "run.json"
+    record = json.loads(path.read_text())
+    path.write_text(json.dumps(record | {"provenance": sessions}))
+
+
+def test_report_lists_each_runs_provenance_and_warns_when_code_or_device_differ(sweep):
+    for folder in sweep.iterdir():
+        set_provenance(sweep, folder.name, [session()])
+    text = write_report(sweep, style="seeds", defaults=learned_defaults).markdown.read_text()
+    assert "Every recorded run came from the same code, libraries, device and precision." in text
+    assert "| model.position=rope | 1 | 0 | tinygpt 0.1.0 @ aaaaaaaaaa | torch 2.13.0+cpu, lightning 2.6.6" in text
+    assert "| AMD EPYC | 32-true | 68.0 GFLOP/s (measured) |" in text
+
+    set_provenance(sweep, "model.position=rope,seed=1", [session(), session(from_step=4, dirty=True, device="H200")])
+    text = write_report(sweep, style="seeds", defaults=learned_defaults).markdown.read_text()
+    assert "**Warning: the runs of this report differ in code (" in text
+    assert "True" in text.split("**Warning")[1].split("**")[0] and "devices (AMD EPYC; H200)" in text
+    assert "| model.position=rope | 1 | 4 | tinygpt 0.1.0 @ aaaaaaaaaa (dirty) |" in text
+
+
+def test_runs_without_provenance_are_said_to_have_none(sweep):
+    text = write_report(sweep, style="seeds", defaults=learned_defaults).markdown.read_text()
+    assert "No run records what produced it" in text

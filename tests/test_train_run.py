@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import math
+import platform
+import subprocess
 from pathlib import Path
 
+import hydra
+import lightning
 import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
 
+from tinygpt.train import provenance
 from tinygpt.train.checkpoints import CheckpointError
 from tinygpt.train.module import GPTModule, NonFiniteLossError
 from tinygpt.train.run import train
@@ -77,6 +83,23 @@ def test_run_writes_record_checkpoints_and_tensorboard(tiny_cfg, tmp_path):
     assert "sample/text_summary" in events.Tags()["tensors"]
 
 
+def test_run_json_records_what_produced_it(tiny_cfg, tmp_path):
+    """Versions, the checkout's commit and whether it was dirty, Python, the device, precision and the MFU peak."""
+    record = train(tiny_cfg("speed.peak_flops=2.5e9"), tmp_path)
+    [session] = record["provenance"]
+    assert session["torch"] == torch.__version__ and session["lightning"] == lightning.__version__
+    assert session["hydra-core"] == hydra.__version__ and session["python"] == platform.python_version()
+    assert session["tinygpt"] == importlib.metadata.version("tinygpt")
+    repo = Path(__file__).resolve().parents[1]
+    if (repo / ".git").exists():
+        head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True)
+        assert session["commit"] == head.stdout.strip() and isinstance(session["dirty"], bool)
+    assert session["device_type"] == "cpu" and session["device"] == provenance.device_name(torch.device("cpu"))
+    assert session["precision"] == "32-true"
+    assert (session["matmul_peak_flops"], session["matmul_peak_source"]) == (2.5e9, "speed.peak_flops")
+    assert json.loads((tmp_path / "run.json").read_text())["provenance"] == record["provenance"]
+
+
 def test_seed_zero_is_a_seed(tiny_cfg, tmp_path):
     """seed=0 must seed (the popular template's ``if cfg.get("seed")`` skips it)."""
     runs = {
@@ -116,6 +139,8 @@ def test_exact_resume_after_a_crash(tiny_cfg, tmp_path, monkeypatch):
     for step, value in resumed.items():
         assert value == pytest.approx(reference[step], abs=1e-6)
     assert [p["step"] for p in record["curve"]] == [4, 8]
+    # each training session says what produced it, from the step it started at
+    assert [session["from_step"] for session in record["provenance"]] == [0, 4]
 
 
 def test_finished_run_is_skipped(tiny_cfg, tmp_path, capsys):

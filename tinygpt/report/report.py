@@ -33,6 +33,7 @@ from tinygpt.report.heldout import (
     scorings_table,
 )
 from tinygpt.report.jobs import Job, load_sweep, override_key
+from tinygpt.report.provenance import provenance_section
 from tinygpt.report.tables import (
     METRICS,
     UNFINISHED_MARK,
@@ -243,6 +244,7 @@ def write_report(
             "\nEvery comparison, with each seed's difference and the interval's ends: "
             "[comparison.csv](comparison.csv).\n"
         )
+    sections += "\n".join(provenance_section(jobs))
     markdown.write_text(sections)
     return Report(markdown, figure, runs_csv, style, metric, jobs, comparison_csv, chosen_reference)
 

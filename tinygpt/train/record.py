@@ -1,8 +1,9 @@
 """The run record: ``run.json`` in the job's directory, a small machine-readable summary for the report
 tool (resolved config, parameter count, data splits, the validation curve, best and final metrics,
 status; a pre-registered held-out scoring, ``score_once``, and the list of held-out scorings made, without
-their scores, ``held_out_scorings``: tinygpt/train/score_once.py). Written atomically at start (before the first
-training step), at every validation and at the end."""
+their scores, ``held_out_scorings``: tinygpt/train/score_once.py; what produced it, ``provenance``, one entry per
+training session: tinygpt/train/provenance.py). Written atomically at start (before the first training step), at
+every validation and at the end."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import lightning as L
 from lightning.pytorch.utilities import rank_zero_only
 
 from tinygpt.common.run_folder import DEV, DEV_BITS_PER_BYTE, DEV_LOSS, read_record, record_path, write_record
+from tinygpt.train import provenance
 
 
 class RunRecord(L.Callback):
@@ -28,14 +30,29 @@ class RunRecord(L.Callback):
         }
         if previous.get("held_out_scorings"):  # the score-once ledger survives a resume (tinygpt/train/score_once.py)
             self.record["held_out_scorings"] = previous["held_out_scorings"]
+        self.record["provenance"] = list(previous.get("provenance") or [])  # earlier sessions', then this one's
         self._started = time.time()
+        self._session: dict | None = None  # this session's provenance, from on_train_start
+        self._peak: dict = {}
         self._wall_before = self.record["wall_time_s"]
 
     def on_train_start(self, trainer, pl_module):
         # (after the checkpoint is restored) a resumed run drops curve points past the checkpoint it resumed from
         self.record["curve"] = [p for p in self.record["curve"] if p["step"] <= trainer.global_step]
         self.record["resumed_from_step"] = trainer.global_step or None
+        sessions = [s for s in self.record["provenance"] if s.get("from_step", 0) < trainer.global_step]
+        self._session = provenance.collect(pl_module.device, str(trainer.precision), trainer.global_step)
+        self._session.update(self._peak)
+        self.record["provenance"] = [*sessions, self._session]
         self._write()
+
+    def note_peak(self, flops: float, source: str) -> None:
+        """The matmul peak that this session's MFU divides by (measured, or speed.peak_flops), into its provenance;
+        the speed monitor may tell it before or after this callback's on_train_start."""
+        self._peak = {"matmul_peak_flops": flops, "matmul_peak_source": source}
+        if self._session is not None:
+            self._session.update(self._peak)
+            self._write()
 
     def on_validation_end(self, trainer, pl_module):
         if trainer.sanity_checking:

@@ -79,6 +79,7 @@ def build_callbacks(cfg, run: RunConfig, run_dir: Path, module: GPTModule, datam
             families.flops_per_token(module.model),
             peak_flops=run.speed.peak_flops,  # None: measured at the start of training
             precision=str(cfg.trainer.precision),
+            on_peak=record.note_peak,
         ),
         TextSampler(
             datamodule.tokenizer,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable
 
 import lightning as L
 import torch
@@ -79,8 +80,17 @@ def compute_dtype(precision: str) -> torch.dtype:
 
 
 class SpeedMonitor(L.Callback):
-    def __init__(self, flops_per_token: int, peak_flops: float | None, precision: str = "32-true", window: int = 20):
+    def __init__(
+        self,
+        flops_per_token: int,
+        peak_flops: float | None,
+        precision: str = "32-true",
+        window: int = 20,
+        on_peak: Callable[[float, str], None] | None = None,
+    ):
+        """on_peak(flops, source): told the peak MFU divides by, once training starts (the run record keeps it)."""
         self.flops_per_token = flops_per_token
+        self.on_peak = on_peak
         self.peak_flops = peak_flops  # None: measured at the start of training
         self.precision = precision
         self.window = window
@@ -88,6 +98,7 @@ class SpeedMonitor(L.Callback):
         self.tokens_per_sec = float("nan")
 
     def on_train_start(self, trainer, pl_module):
+        source = "speed.peak_flops" if self.peak_flops is not None else "measured"
         if self.peak_flops is None:
             dtype = compute_dtype(self.precision)
             self.peak_flops = matmul_peak(dtype, pl_module.device)
@@ -103,6 +114,8 @@ class SpeedMonitor(L.Callback):
                 warning = slow_half_precision(self.precision, self.peak_flops, fp32_peak)
                 if warning:
                     rank_zero_warn(warning)
+        if self.on_peak is not None:
+            self.on_peak(self.peak_flops, source)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         tokens = batch[0].numel() * trainer.world_size
