@@ -183,7 +183,7 @@ def test_the_default_reference_is_the_variant_with_the_experiments_defaults(swee
     groups = variants(load_sweep(sweep))
     reference = choose_reference(groups, defaults=lambda: learned_defaults(()))
     assert reference.key == ("model.position=learned",)
-    assert "`data.fraction`, `model.position`" in reference.why
+    assert "differ, `data.fraction`, `model.position`, are what conf/train.yaml gives" in reference.why
     rope = choose_reference(groups, defaults=lambda: config())  # the defaults are RoPE's: the rope variant
     assert rope.key == ("model.position=rope",)
 
@@ -198,7 +198,7 @@ def test_a_named_reference_and_a_name_that_matches_no_variant(sweep):
 def test_without_a_matching_variant_the_first_launched_is_taken_and_said(sweep):
     groups = variants(load_sweep(sweep))
     reference = choose_reference(groups, defaults=lambda: config(position="alibi"))
-    assert reference.key == list(groups)[0] and "first variant launched" in reference.why
+    assert reference.key == list(groups)[0] and "first finished variant launched" in reference.why
 
 
 def test_report_has_the_paired_table_and_comparison_csv(sweep):

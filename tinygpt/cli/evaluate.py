@@ -10,21 +10,35 @@ run.json. Score once: a checkpoint already scored on the test split (the same st
 at a step the run did not pre-register (score_once.steps), is refused before anything is written, unless
     python scripts/evaluate.py run_dir=... split=test force=true reason="why this second look"
 which records the scoring as forced, with its reason, beside the first (tinygpt/train/score_once.py).
+
+A whole sweep, once, in one call (no job folder to quote):
+    python scripts/evaluate.py sweep_dir=outputs/sweeps/blog_final split=test
+scores every finished job at its pre-registered step(s) through the same ledger, skips and lists the jobs already
+scored, refuses (and lists) jobs not finished or not pre-registered, then writes the sweep's report with the
+held-out table and its paired statistics (tinygpt/report/score_sweep.py). Exit status 1 when a job was refused.
 """
+
+import sys
 
 import hydra
 from omegaconf import DictConfig
 
-from tinygpt.cli import TOOLS_CONF
+from tinygpt.cli import CONF
 from tinygpt.cli.config import register_configs
 from tinygpt.cli.refusals import refused_in_one_line
+from tinygpt.cli.report import experiment_defaults
+from tinygpt.report.report import write_report
+from tinygpt.report.score_sweep import plan_sweep, score_planned
 from tinygpt.train.evaluate import evaluate
 
 register_configs()  # the typed schemas (tinygpt/cli/config.py), before Hydra composes
 
 
-@hydra.main(config_path=TOOLS_CONF, config_name="evaluate", version_base="1.3")
+# conf/ is the search path (not conf/tools/), so that sweep_dir= can compose conf/train.yaml for its report
+@hydra.main(config_path=CONF, config_name="tools/evaluate", version_base="1.3")
 def main(cfg: DictConfig) -> None:
+    if cfg.sweep_dir:
+        sys.exit(evaluate_sweep(cfg))
     with refused_in_one_line():
         rows = evaluate(
             cfg.run_dir, ckpt=cfg.ckpt, split=cfg.split, device=cfg.device, force=cfg.force, reason=cfg.reason
@@ -36,6 +50,34 @@ def main(cfg: DictConfig) -> None:
         )
         for name, bpb in row.get("per_document_bpb", {}).items():
             print(f"    {name}: {bpb:.4f} bits per byte")
+
+
+def evaluate_sweep(cfg: DictConfig) -> int:
+    with refused_in_one_line():
+        if cfg.split != "test":
+            raise ValueError(
+                f"sweep_dir= with split={cfg.split}: a sweep is scored on the held-out split (split=test); its dev "
+                "scores are in each run's record already (scripts/report.py)"
+            )
+        if cfg.run_dir or cfg.ckpt or cfg.force or cfg.reason:
+            raise ValueError(
+                "sweep_dir= scores each job once at its pre-registered step: give it without run_dir=, ckpt=, force= "
+                "or reason= (a forced second look is one run's: evaluate run_dir=... force=true reason=...)"
+            )
+        jobs, plan = plan_sweep(cfg.sweep_dir)
+    print(
+        f"[tinygpt] sweep {cfg.sweep_dir}: {len(jobs)} jobs; {len(plan.to_score)} to score, "
+        f"{len(plan.already)} already scored, {len(plan.refused)} refused"
+    )
+    for job, when in plan.already:
+        print(f"[tinygpt] already scored, skipped (score once): {job.name}: {when}")
+    for job, why in plan.refused:
+        print(f"[tinygpt] refused: {job.name}: {why}")
+    with refused_in_one_line():
+        score_planned(plan, device=cfg.device)
+    report = write_report(cfg.sweep_dir, held_out=True, defaults=experiment_defaults)
+    print(f"[tinygpt] the held-out table and its comparisons: {report.markdown}")
+    return 1 if plan.refused else 0
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
 from omegaconf import OmegaConf
 
 from tinygpt.cli import CONF
@@ -28,8 +29,11 @@ def experiment_defaults(overrides: Sequence[str]) -> dict:
     """conf/train.yaml composed with ``overrides`` (the ones every run of the sweep shares), resolved: what the
     experiment gives without the variants' own overrides, which the report's default reference matches."""
     register_configs()
-    with initialize_config_dir(CONF, version_base="1.3"):
+    if GlobalHydra.instance().is_initialized():  # called inside a Hydra app whose search path is conf/ (evaluate)
         cfg = compose("train", overrides=list(overrides))
+    else:
+        with initialize_config_dir(CONF, version_base="1.3"):
+            cfg = compose("train", overrides=list(overrides))
     return OmegaConf.to_container(cfg, resolve=True)
 
 

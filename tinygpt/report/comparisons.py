@@ -83,21 +83,30 @@ def choose_reference(
                 f"--reference {' '.join(requested)}: {found} of this sweep has these overrides; name one of: {named}"
             )
         return Reference(matches[0], f"`{' '.join(requested)}`, chosen with --reference")
-    if defaults is not None and len(keys) > 1:
+    finished = [key for key in keys if any(job.status == FINISHED for job in groups[key])]
+    if defaults is not None and len(finished) > 1:
         varying = varying_settings(groups)
-        composed = flatten(defaults())
-        for key in keys:
+        try:
+            composed = flatten(defaults())
+        except Exception as err:  # an override of an older checkout that today's conf/ no longer has
+            first = finished[0]
+            return Reference(
+                first, f"the first finished variant (the experiment's defaults could not be composed: {err})"
+            )
+        for key in finished:
             recorded = [flatten(_config(job)) for job in groups[key] if job.record]
-            if recorded and varying and all(repr(r.get(n)) == repr(composed.get(n)) for r in recorded for n in varying):
+            if varying and all(repr(r.get(n)) == repr(composed.get(n)) for r in recorded for n in varying):
                 base = f"`{' '.join(shared)}`" if shared else "conf/train.yaml"
                 return Reference(
                     key,
-                    f"the variant that sets the experiment's defaults (its {', '.join(f'`{n}`' for n in varying)} "
-                    f"are what {base} gives without the variants' overrides)",
+                    "the variant that sets the experiment's defaults (the settings on which the variants differ, "
+                    f"{', '.join(f'`{n}`' for n in varying)}, are what {base} gives without the variants' overrides)",
                 )
+    first = (finished or keys)[0]
     return Reference(
-        keys[0],
-        "the first variant launched (no variant has the experiment's default settings; --reference names another)",
+        first,
+        "the first finished variant launched (no variant has the experiment's default settings; --reference names "
+        "another)",
     )
 
 
