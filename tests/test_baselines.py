@@ -162,3 +162,23 @@ def test_summary_skips_the_first_position_and_counts_unseen_costs():
     assert "0.500 bits per byte" in line and "(33.3% of its cost)" in line
     bpe_only = _unseen_line({"bpe": {**s, "unseen_bits": None}}, n_unseen=1, scored_bytes=4)
     assert bpe_only.endswith("text. No row here scores one character at a time, so their cost is not separated.")
+
+
+def test_the_whole_split_is_scored_with_its_first_character_given():
+    """Pinned on a fixed text whose first character changes every compressor's output size, so scoring the whole
+    text (8·(|C(train + text)| − |C(train)|) over all its bytes) cannot pass for the rule: the first character is
+    given, as the GPT's first position is, and its bytes are not counted. Per document: 003's formula, whole."""
+    train = "the time traveller (for so it will be convenient to speak of him) was expounding a recondite matter. " * 3
+    text = "Xthe time machine"
+    t, h = train.encode(), text.encode()
+    for name, compress in (
+        ("bz2", lambda b: bz2.compress(b, 9)),
+        ("lzma", lambda b: lzma.compress(b, preset=9)),
+        ("zlib", lambda b: zlib.compress(b, 9)),
+    ):
+        given = 8 * (len(compress(t + h)) - len(compress(t + h[:1])))
+        whole = 8 * (len(compress(t + h)) - len(compress(t)))
+        assert given != whole  # the text tells the two rules apart
+        got = score_compressor(name, train, text, [text])
+        assert (got["bits"], got["bytes"]) == (given, len(h) - 1)
+        assert got["per_document"] == [{"bits": whole, "bytes": len(h)}]

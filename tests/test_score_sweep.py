@@ -124,3 +124,41 @@ def test_a_job_without_a_checkpoint_at_its_step_is_refused(sweep):
     _, plan = plan_sweep(sweep)
     refused = dict((job.name, why) for job, why in plan.refused)
     assert refused["model.position=rope,seed=1"].startswith("no checkpoint at the pre-registered step(s) [8]")
+
+
+def test_report_puts_the_baselines_beside_the_tables_computed_once(sweep, capsys):
+    from tinygpt.cli.report import main as report_main
+
+    _, plan = plan_sweep(sweep)
+    score_planned(plan)
+    assert report_main([str(sweep), "--baselines", "--held-out"]) == 0
+    dev = json.loads((sweep / "baselines" / "baselines_dev.json").read_text())
+    test = json.loads((sweep / "baselines" / "baselines_test.json").read_text())
+    record = json.loads((sweep / "model.position=rope,seed=0" / "run.json").read_text())
+    assert dev["data"] == record["config"]["data"]  # the runs' own data: the same text
+    report = (sweep / "report.md").read_text()
+    dev_part = report.split("## Beside the baselines (dev)")[1].split("## ")[0]
+    held_part = report.split("## Beside the baselines (held-out)")[1].split("## ")[0]
+    for part, baselines in ((dev_part, dev), (held_part, test)):
+        for name, label in (("bz2", "bz2 (given the training text)"), ("unigram", "unigram (add-one)")):
+            assert f"| *{label}* | {baselines['baselines'][name]['bits_per_byte']:.3f} | baseline |" in part
+    learned = [json.loads((sweep / f"model.position=learned,seed={s}" / "run.json").read_text()) for s in (0, 1)]
+    mean = sum(r["best"]["dev_bits_per_byte"] for r in learned) / 2
+    assert f"| model.position=learned | {mean:.3f} | best dev bits per byte, mean of 2 run(s) |" in dev_part
+    # the held-out baselines were logged once; a second report reads them back without scoring again
+    ledger = (sweep / "baselines" / EVALUATIONS).read_text()
+    assert len(ledger.splitlines()) == len(test["baselines"])
+    assert report_main([str(sweep), "--baselines", "--held-out"]) == 0
+    assert (sweep / "baselines" / EVALUATIONS).read_text() == ledger
+
+
+def test_baselines_are_refused_for_runs_on_other_data(sweep):
+    from tinygpt.cli.report import main as report_main
+
+    path = sweep / "model.position=rope,seed=1" / "run.json"
+    record = json.loads(path.read_text())
+    record["config"]["data"]["fraction"] = 0.5
+    path.write_text(json.dumps(record))
+    with pytest.raises(SystemExit, match=r"refused: --baselines: the runs differ in data.fraction \(1.0 in "):
+        report_main([str(sweep), "--baselines"])
+    assert not (sweep / "baselines").exists()

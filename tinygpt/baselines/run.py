@@ -9,8 +9,10 @@ scripts/evaluate.py does for a GPT.
 
 from __future__ import annotations
 
+import json
 import time
 from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ from tinygpt.common.run_folder import (
     checkpoints_dir,
     read_record,
 )
+from tinygpt.data.config import DataConfig
 from tinygpt.data.encoded import encode_segments
 from tinygpt.data.errors import DataError
 from tinygpt.metrics.costs import carried_state_bits
@@ -190,6 +193,30 @@ def run_baselines(
             f"{record_path(out_dir, split)}"
         )
         return record
+
+
+def same_text(a: Any, b: Any) -> bool:
+    """Whether two data configs give the baselines the same texts: where the corpus is read from and how the GPT
+    batches it do not count."""
+    first, second = (replace(DataConfig.from_any(d), root=None, batch_size=1, eval_batch_size=1) for d in (a, b))
+    return first == second
+
+
+def cached_baselines(data: Any, split: str, out_dir: str | Path, kn_order: int = 6, echo=print) -> dict:
+    """The baselines of ``data``'s split, computed once into ``out_dir`` (baselines_<split>.json) and read back
+    after: a sweep's report asks for them every time it is written, and the held-out text of the compressors,
+    Kneser-Ney and the unigram is then scored (and logged in out_dir's evaluations.jsonl) once. A record of
+    other data or another Kneser-Ney order is refused rather than overwritten."""
+    path = record_path(out_dir, split)
+    if path.exists():
+        record = json.loads(path.read_text())
+        if not same_text(record["data"], data) or record.get("kn_order") != kn_order:
+            raise ValueError(
+                f"{path} holds the baselines of other data (data.name={record['data'].get('name')!r}, kn_order="
+                f"{record.get('kn_order')}) than these runs'; move it away to compute them for these runs"
+            )
+        return record
+    return run_baselines(data, split, kn_order=kn_order, out_dir=out_dir, echo=echo)
 
 
 def _lstm_checkpoint(run_dir: str, data: Any) -> Path:

@@ -19,8 +19,11 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import OmegaConf
 
+from tinygpt.baselines.run import cached_baselines
 from tinygpt.cli import CONF
 from tinygpt.cli.config import register_configs
+from tinygpt.report.beside_baselines import sweep_data
+from tinygpt.report.jobs import load_sweep
 from tinygpt.report.report import DEFAULT_METRIC, STYLES, write_report
 from tinygpt.report.tables import METRICS
 
@@ -84,7 +87,23 @@ def main(argv: list[str] | None = None) -> int:
         help="the variant every other is compared with, by its overrides (e.g. ablation=gpt2); default: the "
         "variant that sets the experiment's defaults",
     )
+    parser.add_argument(
+        "--baselines",
+        action="store_true",
+        help="add the compressors, Kneser-Ney and the unigram model on the runs' own dev text (and, with --held-out, "
+        "their held-out text), computed once into <sweep>/baselines/",
+    )
     args = parser.parse_args(argv)
+    baselines = None
+    if args.baselines:
+        try:
+            data = sweep_data(load_sweep(args.sweep_dir))
+            out = args.sweep_dir / "baselines"
+            baselines = {"dev": cached_baselines(data, "dev", out)}
+            if args.held_out:
+                baselines["test"] = cached_baselines(data, "test", out)
+        except ValueError as refused:  # DataError included: e.g. a sweep split at token positions
+            sys.exit(f"[tinygpt] refused: {refused}")
     report = write_report(
         args.sweep_dir,
         style=args.style,
@@ -96,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         title=args.title,
         reference=args.reference,
         defaults=experiment_defaults,
+        baselines=baselines,
     )
     print(report.markdown.read_text())
     written = [report.markdown, report.figure, report.table, report.comparison]

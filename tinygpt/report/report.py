@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tinygpt.common.run_folder import DEV_BITS_PER_BYTE, DEV_LOSS
+from tinygpt.report.beside_baselines import baselines_section
 from tinygpt.report.comparisons import (
     Reference,
     choose_reference,
@@ -106,11 +107,13 @@ def write_report(
     title: str | None = None,
     reference: Sequence[str] = (),
     defaults: Callable[[Sequence[str]], Mapping] | None = None,
+    baselines: Mapping[str, Mapping] | None = None,
 ) -> Report:
     """figure_only: draw only the runs with one of these overrides (000's figure shows 3 of the 6 variants).
     title: the report's and figures' name; by default sweep_title's. reference: overrides naming the variant the
     others are compared with; by default the one with the experiment's defaults, which ``defaults(shared
-    overrides)`` composes (tinygpt/report/comparisons.py)."""
+    overrides)`` composes (tinygpt/report/comparisons.py). baselines: {split: the record of tinygpt/baselines on
+    the runs' data}, shown beside the dev table ("dev") and the held-out one ("test", with held_out)."""
     sweep_dir = Path(sweep_dir)
     out_dir = Path(out_dir) if out_dir else sweep_dir
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -157,6 +160,8 @@ def write_report(
         if has_curves
         else None
     )
+    if baselines and "test" in baselines and not held_out:
+        raise ValueError("the held-out baselines go beside the held-out table: ask for held_out too")
     runs_csv = write_runs_csv(jobs, out_dir / "runs.csv")
     markdown = out_dir / "report.md"
     sections = render_markdown(sweep_dir, jobs, table, style, chosen.label, held_out, title, has_curves)
@@ -176,6 +181,18 @@ def write_report(
                 chosen_reference,
                 labels,
                 f"## Each variant against the reference ({chosen.label})",
+            )
+        )
+    if baselines and "dev" in baselines:
+        dev_bpb = METRICS[DEV_BITS_PER_BYTE]
+        sections += "\n".join(
+            baselines_section(
+                groups,
+                labels,
+                baselines["dev"],
+                lambda job: best_value(job, dev_bpb),
+                "best dev bits per byte",
+                "## Beside the baselines (dev)",
             )
         )
     if has_diagnostics(jobs):
@@ -234,6 +251,17 @@ def write_report(
                     "## Held-out: each variant against the reference\n\nEach run's held-out score at its last "
                     "pre-registered step that was scored (score_once in run.json), else at its last scored step; "
                     "the first scoring of that step.",
+                )
+            )
+        if baselines and "test" in baselines:
+            sections += "\n".join(
+                baselines_section(
+                    groups,
+                    labels,
+                    baselines["test"],
+                    lambda job: (held_out_value(job) or (None, None))[1],
+                    "held-out bits per byte",
+                    "## Beside the baselines (held-out)",
                 )
             )
     comparison_csv = (
