@@ -99,9 +99,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             data = sweep_data(load_sweep(args.sweep_dir))
             out = args.sweep_dir / "baselines"
-            baselines = {"dev": cached_baselines(data, "dev", out)}
-            if args.held_out:
-                baselines["test"] = cached_baselines(data, "test", out)
+            splits = (["dev"] if data.get("dev") != "none" else []) + (["test"] if args.held_out else [])
+            baselines = {split: cached_baselines(data, split, out) for split in splits}
         except ValueError as refused:  # DataError included: e.g. a sweep split at token positions
             sys.exit(f"[tinygpt] refused: {refused}")
     report = write_report(

@@ -15,9 +15,14 @@ from collections.abc import Callable, Mapping, Sequence
 from tinygpt.report.jobs import FINISHED, Job
 from tinygpt.train.score_once import flatten
 
-# how the GPT batches its text, or where the files are: not what the baselines are given
-NOT_TEXT = ("data.root", "data.batch_size", "data.eval_batch_size")
-NAMES = {"kneser-ney": "Kneser–Ney, {order} characters of context", "unigram": "unigram (add-one)"}
+# how the GPT batches and tokenizes its text, or where the files are: not what the baselines are given (they read
+# the characters of splits cut at character positions)
+NOT_TEXT = ("data.root", "data.batch_size", "data.eval_batch_size", "data.tokenizer.name", "data.tokenizer.vocab_size")
+NAMES = {
+    "kneser-ney": "Kneser–Ney, {order} characters of context",
+    "unigram": "unigram (add-one)",
+    "lstm": "LSTM (a model=lstm run, its state carried through the text)",
+}
 
 
 def sweep_data(jobs: Sequence[Job]) -> dict:
