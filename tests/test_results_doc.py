@@ -1,0 +1,205 @@
+"""docs/results.md holds up against the committed runs: its tables of our numbers are read and checked, cell by
+cell, against the runs.csv, comparison.csv and evaluations.jsonl files that the report and evaluate wrote.
+
+A number retyped by hand, or a table left behind when its runs were reported again, fails here naming the row."""
+
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DOC = REPO / "docs" / "results.md"
+RESULTS = REPO / "docs" / "results"
+
+
+def table(header_start: str) -> list[list[str]]:
+    """The rows (cells, stripped, without the header and rule) of the one table whose header starts so."""
+    lines = DOC.read_text().splitlines()
+    starts = [i for i, line in enumerate(lines) if line.strip().startswith(header_start)]
+    assert len(starts) == 1, f"{len(starts)} tables in results.md start with {header_start!r}"
+    rows = []
+    for line in lines[starts[0] + 2 :]:
+        if not line.strip().startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+    return rows
+
+
+def number(text: str) -> float:
+    return float(text.replace("−", "-").replace("*", "").replace(",", "").strip())
+
+
+def numbers(cell: str) -> list[float]:
+    return [number(part.split("(")[0]) for part in cell.split("/")]
+
+
+def runs(path: Path) -> list[dict]:
+    with path.open() as handle:
+        return list(csv.DictReader(handle))
+
+
+def by_variant(rows: list[dict], suffix: str) -> list[dict]:
+    """The rows of the one variant whose overrides end in ``suffix`` (its differing overrides)."""
+    found = [r for r in rows if r["variant"].endswith(suffix)]
+    assert found, f"no variant ends with {suffix!r}"
+    return found
+
+
+def best_by_seed(rows: list[dict]) -> dict[int, tuple[float, int]]:
+    return {int(r["seed"]): (float(r["best_dev_loss"]), int(r["best_step"])) for r in rows}
+
+
+def comparisons(path: Path, metric: str, measure: str) -> dict[str, dict]:
+    return {r["variant"]: r for r in runs(path) if r["metric"] == metric and r["measure"] == measure}
+
+
+def one(found: dict[str, dict], suffix: str) -> dict:
+    [row] = [row for variant, row in found.items() if variant.endswith(suffix)]
+    return row
+
+
+def check_paired_row(cells: list[str], row: dict, digits: int = 3) -> None:
+    """seeds' differences, mean, [low, high] and verdict of a paired table row against comparison.csv."""
+    differences = [float(d) for d in row["differences"].split()]
+    assert numbers(cells[1]) == pytest.approx(differences, abs=0.5 * 10**-digits + 1e-9), cells[0]
+    assert number(cells[2]) == pytest.approx(float(row["mean_difference"]), abs=0.5 * 10**-digits + 1e-9)
+    low, high = (number(x) for x in cells[3].strip("[]").split(","))
+    assert (low, high) == pytest.approx((float(row["ci95_low"]), float(row["ci95_high"])), abs=0.5 * 10**-digits)
+    assert cells[-1] == row["verdict"], cells[0]
+
+
+# 000: six variants x seeds 1, 2, 3 at 600 steps
+SINCE_GPT2 = RESULTS / "since_gpt2_600" / "final"
+
+
+def ablation_of(label: str) -> str:
+    name = label.split("`")[1]
+    return name.removeprefix("ablation=")
+
+
+def test_000s_table_is_its_runs():
+    rows = runs(SINCE_GPT2 / "runs.csv")
+    for cells in table("| Variant | Parameters (ours = spec) |"):
+        variant = by_variant(rows, f"ablation={ablation_of(cells[0])} trainer.precision=bf16-mixed")
+        assert {int(r["parameters"]) for r in variant} == {int(number(cells[1]))}, cells[0]
+        best = best_by_seed(variant)
+        for seed, part in zip((1, 2, 3), cells[2].split("/"), strict=True):
+            value, step = part.strip().split(" (")
+            assert (number(value), int(step.rstrip(")"))) == (round(best[seed][0], 3), best[seed][1]), (cells[0], seed)
+        assert number(cells[3]) == round(statistics.fmean(v for v, _ in best.values()), 3), cells[0]
+
+
+def test_000s_gaps_and_paired_table_are_its_comparison():
+    found = comparisons(SINCE_GPT2 / "comparison.csv", "dev_loss", "best validation loss")
+    [ours] = [cells for cells in table("| mean gap to the baseline | RMSNorm |") if cells[0].startswith("ours")]
+    for cell, name in zip(ours[1:], ("rmsnorm", "rope", "swiglu", "gqa", "modern"), strict=True):
+        mean = float(one(found, f"ablation={name} trainer.precision=bf16-mixed")["mean_difference"])
+        assert number(cell) == pytest.approx(mean, abs=5e-4), name
+    names = {"RMSNorm only": "rmsnorm", "RoPE only": "rope", "SwiGLU only": "swiglu", "GQA only": "gqa"}
+    names["All four"] = "modern"
+    rows = table("| best validation loss, minus the baseline's |")
+    assert [cells[0] for cells in rows] == list(names)
+    for cells in rows:
+        row = one(found, f"ablation={names[cells[0]]} trainer.precision=bf16-mixed")
+        check_paired_row([cells[0], cells[1], cells[2], cells[3], cells[5]], row)
+        assert cells[4] == f"{row['better_in']} of {row['runs']}"
+
+
+# 003: the first round (seed 0) and the ablations (seeds 0, 1) at 1,000 steps
+ROUND1 = RESULTS / "blog_1000" / "round1" / "final"
+ABLATIONS = RESULTS / "blog_1000" / "ablations" / "final"
+ABLATION_ROWS = {
+    "baseline (`blog_ablation=baseline`)": "blog_ablation=baseline",
+    "cosine schedule (`cosine`)": "blog_ablation=cosine",
+    "no position (`no_position`)": "blog_ablation=no_position",
+    "learned positions (`learned_position`)": "blog_ablation=learned_position",
+    "post-norm (`post_norm`)": "blog_ablation=post_norm",
+    "no residual (`no_residual`)": "blog_ablation=no_residual",
+    "no residual, lr 1e-4": "blog_ablation=no_residual lr=0.0001",
+    "baseline, lr 1e-4": "blog_ablation=baseline lr=0.0001",
+}
+
+
+def dev_at(rows: list[dict], seed: int, step: int) -> float:
+    [row] = [r for r in rows if int(r["seed"]) == seed and int(r["val_step"]) == step]
+    return round(float(row["dev_bpb"]), 3)
+
+
+def test_003s_first_round_is_its_runs():
+    rows = runs(ROUND1 / "runs.csv")
+    labels = {
+        "characters, dropout 0.1": "data/tokenizer=char model.dropout=0.1",
+        "characters, dropout 0.2": "data/tokenizer=char model.dropout=0.2",
+        "BPE (2,048), dropout 0.1": "data/tokenizer=bpe model.dropout=0.1",
+        "BPE (2,048), dropout 0.2": "data/tokenizer=bpe model.dropout=0.2",
+    }
+    found = table("| | ours, steps 250 / 500 / 750 / 1,000 | 003, same steps |")
+    assert [cells[0] for cells in found] == list(labels)
+    for cells in found:
+        variant = [r for r in rows if r["variant"].startswith(labels[cells[0]])]
+        assert numbers(cells[1]) == [dev_at(variant, 0, step) for step in (250, 500, 750, 1000)], cells[0]
+
+
+def test_003s_ablation_table_and_gaps_are_its_runs():
+    rows = runs(ABLATIONS / "runs.csv")
+    found = table("| variant | ours, seed 0: 500 / 1,000 |")
+    assert [cells[0] for cells in found] == list(ABLATION_ROWS)
+    for cells in found:
+        variant = by_variant(rows, ABLATION_ROWS[cells[0]])
+        for seed, cell in ((0, cells[1]), (1, cells[2])):
+            assert numbers(cell) == [dev_at(variant, seed, 500), dev_at(variant, seed, 1000)], (cells[0], seed)
+    compared = comparisons(ABLATIONS / "comparison.csv", "dev_bits_per_byte", "best dev bits per byte")
+    gaps = {
+        "cosine schedule": "blog_ablation=cosine",
+        "post-norm": "blog_ablation=post_norm",
+        "learned positions": "blog_ablation=learned_position",
+        "no position": "blog_ablation=no_position",
+        "no residual": "blog_ablation=no_residual",
+    }
+    for cells in table("| variant | ours at 1,000 | 003 at 1,000 |"):
+        mean = float(one(compared, gaps[cells[0]])["mean_difference"])
+        assert number(cells[1]) == pytest.approx(mean, abs=5e-4), cells[0]
+
+
+def test_003s_paired_ablation_table_is_its_comparison():
+    compared = comparisons(ABLATIONS / "comparison.csv", "dev_bits_per_byte", "best dev bits per byte")
+    names = {
+        "cosine schedule": "blog_ablation=cosine",
+        "post-norm": "blog_ablation=post_norm",
+        "learned positions": "blog_ablation=learned_position",
+        "no position": "blog_ablation=no_position",
+        "no residual": "blog_ablation=no_residual",
+        "baseline, lr 1e-4": "blog_ablation=baseline lr=0.0001",
+        "no residual, lr 1e-4": "blog_ablation=no_residual lr=0.0001",
+    }
+    rows = table("| best dev bits per byte, minus the baseline's |")
+    assert sorted(cells[0] for cells in rows) == sorted(names)
+    for cells in rows:
+        check_paired_row(cells, one(compared, names[cells[0]]))
+
+
+def test_003s_data_fraction_table_is_its_held_out_scorings():
+    """Held-out bits per byte at each kept step, seeds 0 / 1: each step's first scoring in evaluations.jsonl."""
+    folder = RESULTS / "blog_1000" / "fraction_fp32" / "with_all"
+    fractions = {"first quarter": "data.fraction=quarter,", "first half": "data.fraction=half,", "all": ""}
+
+    def scores(prefix: str, seed: int) -> dict[int, float]:
+        run = folder / f"{prefix}experiment=blog_1000_final_fp32,seed={seed}"
+        points: dict[int, float] = {}
+        for line in (run / "evaluations.jsonl").read_text().splitlines():
+            row = json.loads(line)
+            if row.get("split") == "test":
+                points.setdefault(int(row["step"]), round(float(row["bits_per_byte"]), 3))
+        return points
+
+    found = table("| training text | BPE tokens | passes at 1,000 |")
+    assert [cells[0] for cells in found] == list(fractions)
+    for cells in found:
+        seeds = [scores(fractions[cells[0]], seed) for seed in (0, 1)]
+        for cell, step in zip(cells[3:7], (250, 500, 750, 1000), strict=True):
+            assert numbers(cell) == [seeds[0][step], seeds[1][step]], (cells[0], step)
