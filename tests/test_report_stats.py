@@ -283,3 +283,32 @@ def test_report_lists_each_runs_provenance_and_warns_when_code_or_device_differ(
 def test_runs_without_provenance_are_said_to_have_none(sweep):
     text = write_report(sweep, style="seeds", defaults=learned_defaults).markdown.read_text()
     assert "No run records what produced it" in text
+
+
+def test_curves_draw_each_variants_seed_mean_and_band_with_the_reference_dashed(sweep, monkeypatch):
+    """The figure's artists: per variant with several seeds, a band from the lowest to the highest seed and a line
+    through the seeds' mean; the reference's line dashed, the others solid; a legend naming each variant."""
+    import matplotlib
+    import matplotlib.pyplot as plt
+    from matplotlib.collections import PolyCollection
+
+    kept = []
+    monkeypatch.setattr(plt, "close", lambda figure: kept.append(figure))
+    write_report(sweep, style="seeds", defaults=learned_defaults)
+    axes = kept[0].axes[0]
+    lines = {line.get_label(): line for line in axes.lines}
+    assert set(lines) == {"model.position=learned (reference)", "model.position=rope", "data.fraction=0.25"}
+    assert lines["model.position=learned (reference)"].get_linestyle() == "--"
+    assert lines["model.position=rope"].get_linestyle() == "-"
+    # rope's seeds: 2.1/1.8/2.3, 2.25/1.95/2.45, 2.15/1.85/2.35 at steps 50/100/150 -> mean and min-max
+    assert list(lines["model.position=rope"].get_ydata()) == pytest.approx([2.1666667, 1.8666667, 2.3666667])
+    bands = [c for c in axes.collections if isinstance(c, PolyCollection)]
+    assert len(bands) == 3
+    [rope_band] = [
+        b.get_paths()[0].vertices[:, 1]
+        for b in bands
+        if tuple(b.get_facecolor()[0][:3]) == matplotlib.colors.to_rgb(lines["model.position=rope"].get_color())
+    ]
+    assert min(rope_band) == pytest.approx(1.8) and max(rope_band) == pytest.approx(2.45)
+    assert "band: min–max" in axes.get_title()
+    assert [t.get_text() for t in axes.get_legend().get_texts()] == list(lines)
