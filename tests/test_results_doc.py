@@ -203,3 +203,35 @@ def test_003s_data_fraction_table_is_its_held_out_scorings():
         seeds = [scores(fractions[cells[0]], seed) for seed in (0, 1)]
         for cell, step in zip(cells[3:7], (250, 500, 750, 1000), strict=True):
             assert numbers(cell) == [seeds[0][step], seeds[1][step]], (cells[0], step)
+
+
+SPEC = REPO.parent / "shared" / "spec"
+requires_spec = pytest.mark.skipif(not SPEC.is_dir(), reason=f"the spec's text is not at {SPEC}")
+
+
+def spec_text(prefix: str) -> str:
+    [path] = SPEC.glob(f"{prefix}_*.txt")
+    return path.read_text()
+
+
+@requires_spec
+def test_000s_numbers_are_quoted_as_000_prints_them():
+    """Each row's spec seeds and mean stand in 000's table as printed (its row: name, count, seeds, mean)."""
+    text = spec_text("000")
+    for cells in table("| Variant | Parameters (ours = spec) |"):
+        assert f"{cells[1]}{cells[4]}{cells[5]}" in text, cells[0]
+
+
+@requires_spec
+def test_003s_first_round_is_quoted_as_003_prints_it():
+    text = spec_text("003")
+    runs_of = {
+        "characters, dropout 0.1": "char d0.1 s0",
+        "characters, dropout 0.2": "char d0.2 s0",
+        "BPE (2,048), dropout 0.1": "bpe  d0.1 s0",  # 003 pads the name to the width of "char"
+        "BPE (2,048), dropout 0.2": "bpe  d0.2 s0",
+    }
+    for cells in table("| | ours, steps 250 / 500 / 750 / 1,000 | 003, same steps |"):
+        values = [v.strip() for v in cells[2].split("/")]
+        printed = " / ".join(f"{step}: {v}" for step, v in zip((250, 500, 750, 1000), values, strict=True))
+        assert f"{runs_of[cells[0]]}: {printed}" in text, cells[0]
