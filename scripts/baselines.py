@@ -21,7 +21,7 @@ from tinygpt.cli.refusals import refused_in_one_line
 register_configs()  # the typed schemas (tinygpt/cli/config.py), before Hydra composes
 
 
-@hydra.main(config_path="../conf", config_name="tools/baselines", version_base="1.3")
+@hydra.main(config_path="../tinygpt/conf", config_name="tools/baselines", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     with refused_in_one_line():
         run_baselines(

@@ -41,7 +41,7 @@ MODERN_SINCE_GPT2 = [
 
 def benchmark_config() -> GPTConfig:
     """Composed from the real presets, so the benchmark measures exactly what a config run would build."""
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+    with initialize_config_dir(config_dir=str(ROOT / "tinygpt" / "conf"), version_base=None):
         cfg = compose(config_name="params", overrides=MODERN_SINCE_GPT2)
     return GPTConfig.from_omegaconf(cfg.model)
 

@@ -47,7 +47,7 @@ from tinygpt.train.run import model_config
 from tinygpt.train.speed import compute_dtype, matmul_peak
 from tinygpt.train.speedups import SpeedConfig, optimizer_flags
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+CONF = Path(__file__).resolve().parents[1] / "tinygpt" / "conf"
 # nanoGPT's architecture, its exact nn.GELU() included (the peers kit's nanogpt shape runs model.mlp=gelu: tanh)
 NANOGPT = [
     "data=shakespeare",

@@ -159,7 +159,7 @@ def write_into_doc(block: str) -> None:
     DOC.write_text(pattern.sub(lambda _: f"{BEGIN}\n{block}{END}", text), encoding="utf-8")
 
 
-@hydra.main(config_path="../conf", config_name="tools/data_stats", version_base="1.3")
+@hydra.main(config_path="../tinygpt/conf", config_name="tools/data_stats", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     corpora = check_choices("corpora", cfg.corpora, CORPORA)
     tokenizers = check_choices("tokenizers", cfg.tokenizers, TOKENIZERS)

@@ -35,7 +35,7 @@ from tinygpt.train.run import model_config
 from tinygpt.train.speed import compute_dtype, matmul_peak
 from tinygpt.train.speedups import SpeedConfig, optimizer_flags
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+CONF = Path(__file__).resolve().parents[1] / "tinygpt" / "conf"
 PARTS = ("batch", "forward", "backward", "optimizer")
 
 

@@ -17,7 +17,7 @@ from tinygpt.cli.config import register_configs
 register_configs()  # the typed schemas, as every entry point does (tinygpt/cli/config.py)
 
 REPO = Path(__file__).resolve().parents[1]
-CONF = REPO / "conf"
+CONF = REPO / "tinygpt" / "conf"
 
 # Sweeps launched by the tests lease devices in a folder of their own (sweep.lease_dir follows this variable, and
 # subprocesses inherit it), so they never wait on, or block, a real sweep running on the same machine.
@@ -60,5 +60,24 @@ def real_data_root() -> Path | None:
 
 
 requires_data = pytest.mark.skipif(real_data_root() is None, reason="TINYGPT_DATA is not set (CI sets it)")
+
+
+def pytest_sessionstart(session):
+    """The suite needs the named corpora and GPT-2's tokenizer files (from $TINYGPT_DATA, or fetched into the
+    download cache); without them it stops here, in one line that says which file, where it was looked for and
+    how to point at a copy, instead of failing test after test."""
+    from tinygpt.data.download import ensure_files
+    from tinygpt.data.errors import DataError
+    from tinygpt.data.root import resolve_data_root
+    from tinygpt.data.sources import GPT2_FILES, NAMED_CORPORA
+
+    try:
+        root = resolve_data_root(None)
+        for name, corpus in NAMED_CORPORA.items():
+            ensure_files(root, corpus.files, f"the tests' data={name}")
+        ensure_files(root, GPT2_FILES, "the tests' GPT-2 tokenizer files")
+    except DataError as missing:
+        pytest.exit(f"tinygpt's tests cannot start: {missing}", returncode=4)
+
 
 PYTHON = sys.executable

@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 
 from tinygpt.data import DataConfig, DataError
 
-CONF_DATA = Path(__file__).resolve().parents[1] / "conf" / "data"
+CONF_DATA = Path(__file__).resolve().parents[1] / "tinygpt" / "conf" / "data"
 CORPORA = ["timemachine", "shakespeare", "peps", "textfile", "textdir"]
 
 

@@ -112,13 +112,15 @@ def test_offline_error_says_which_file_to_put_where(tmp_path, monkeypatch):
     message = str(error.value)
     assert "http://d2l-data.s3-accelerate.amazonaws.com/timemachine.txt" in message
     assert f"-> {tmp_path / 'timemachine' / 'timemachine.txt'}" in message and TIMEMACHINE_SHA in message
-    assert "network is unreachable" in message
+    assert "network is unreachable" in message and f"data.root={tmp_path}" in message
+    assert "point $TINYGPT_DATA or data.root=<folder> at a folder" in message
+    assert "\n" not in message  # one line
     assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == []  # no partial file left behind
 
 
 def test_offline_error_for_peps_points_at_the_manifest(tmp_path, monkeypatch):
     monkeypatch.setattr(download_module, "fetch_url", no_network)
-    with pytest.raises(DataError, match=r"303 file\(s\) missing(.|\n)*and 298 more(.|\n)*peps\.sha256"):
+    with pytest.raises(DataError, match=r"303 file\(s\) missing.*and 298 more.*peps\.sha256"):
         corpus("peps", root=str(tmp_path)).setup()
 
 

@@ -100,7 +100,8 @@ def test_report_of_the_sweep_matches_its_run_records(sweep, tmp_path):
     )
     assert done.returncode == 0, done.stderr[-3000:]
     table = (out / "report.md").read_text()
-    rows = {line.split(" | ")[0].strip("| "): line for line in table.splitlines() if line.startswith("| model.")}
+    main_table = table.split("\n## ")[0]  # the comparison and provenance sections have rows per variant too
+    rows = {line.split(" | ")[0].strip("| "): line for line in main_table.splitlines() if line.startswith("| model.")}
     for variant in VARIANTS:
         records = [json.loads(next(sweep_dir.glob(f"*{variant},*seed={seed}/run.json")).read_text()) for seed in SEEDS]
         best = [r["best"]["dev_loss"] for r in records]

@@ -92,6 +92,7 @@ def test_report_tabulates_the_diagnostics(tiny_cfg, tmp_path):
         train(cfg, run_dir)
     text = write_report(sweep).markdown.read_text()
     assert "## Collapse diagnostics (003)" in text
-    rows = [line for line in text.splitlines() if line.startswith("| model.residual=")]
+    section = text.split("## Collapse diagnostics (003)")[1].split("\n## ")[0]
+    rows = [line for line in section.splitlines() if line.startswith("| model.residual=")]
     steps_rows = [r for r in rows if r.count("|") == 8]
     assert [r.split("|")[3].strip() for r in steps_rows] == ["1", "8", "1", "8"]

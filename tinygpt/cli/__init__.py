@@ -3,11 +3,11 @@
 pyproject.toml installs them as tinygpt-train, tinygpt-evaluate, tinygpt-generate, tinygpt-report,
 tinygpt-params, tinygpt-export and tinygpt-import-hf; scripts/<name>.py calls the same `main`, so the two are
 the same program. Hydra's config_path is given as an absolute path (CONF): a relative one is resolved against
-the *module* (pkg://...) when the function is imported rather than run as __main__, and tinygpt's configs
-live in the repository's conf/, beside the package, not inside it.
+the *module* (pkg://...) when the function is imported rather than run as __main__. The configs are package
+data (tinygpt/conf/), so a wheel carries them and an installed tinygpt-train finds them from any folder.
 """
 
 from pathlib import Path
 
-CONF = str(Path(__file__).resolve().parents[2] / "conf")
+CONF = str(Path(__file__).resolve().parents[1] / "conf")
 TOOLS_CONF = str(Path(CONF) / "tools")

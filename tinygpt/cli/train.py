@@ -15,6 +15,8 @@ import tinygpt.train  # noqa: F401  (registers the config's resolvers)
 from tinygpt.cli import CONF
 from tinygpt.cli.config import register_configs
 from tinygpt.common.run_folder import DEV_BITS_PER_BYTE
+from tinygpt.common.say import say
+from tinygpt.data.errors import DataError
 from tinygpt.launch.orphans import exit_if_orphaned
 from tinygpt.train.checkpoints import CheckpointError
 from tinygpt.train.last_checkpoint import TrainingInterrupted
@@ -23,7 +25,7 @@ from tinygpt.train.runlock import RunFolderBusy
 from tinygpt.train.schema import ConfigError
 
 # a user's mistake, not a bug: one line, no traceback (a sweep leaves them to its launcher's report)
-USER_ERRORS = (ConfigError, CheckpointError, RunFolderBusy)
+USER_ERRORS = (ConfigError, CheckpointError, RunFolderBusy, DataError)
 
 
 register_configs()  # the typed schemas (tinygpt/cli/config.py), before Hydra composes
@@ -36,14 +38,14 @@ def main(cfg: DictConfig) -> float | None:
     except USER_ERRORS as err:
         if in_multirun():
             raise
-        print(f"[tinygpt] error: {err}", file=sys.stderr)
+        say(f"error: {err}", error=True)
         sys.exit(2)
     except TrainingInterrupted as stop:
         # A signal stops the whole command, a sweep too: Hydra's launchers record a job's exception and start
         # the next job, so an Exception would stop only the job that was running (a sweep killed with SIGTERM
         # went on to its next job). SystemExit is not an Exception and passes them; the exit code is the
         # shell's 128 + signal number. Rerunning the same command resumes this job and skips finished ones.
-        print(f"[tinygpt] {stop}", file=sys.stderr, flush=True)
+        say(str(stop), error=True)
         exit_if_orphaned()  # a worker whose launcher is gone exits now (Hydra's on_job_end will not run)
         sys.exit(128 + stop.signum)
     return (record.get("best") or {}).get(DEV_BITS_PER_BYTE)  # a sweeper's objective

@@ -72,12 +72,19 @@ def _download(root: DataRoot, missing: Sequence[RemoteFile], what: str) -> None:
 
 
 def _download_one(remote: RemoteFile, destination: Path) -> None:
+    created = not destination.parent.exists()  # a failed download leaves no empty folder behind either
     destination.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=f".{destination.name}.", suffix=".part", dir=destination.parent)
     os.close(handle)
     temporary = Path(temporary)
     try:
-        fetch_url(remote.url, temporary)
+        try:
+            fetch_url(remote.url, temporary)
+        except BaseException:
+            temporary.unlink(missing_ok=True)
+            if created and not any(destination.parent.iterdir()):
+                destination.parent.rmdir()
+            raise
         actual = sha256_of(temporary)
         if actual != remote.sha256:
             raise DataError(
@@ -92,18 +99,24 @@ def _download_one(remote: RemoteFile, destination: Path) -> None:
 def _offline_message(
     root: DataRoot, still_missing: Sequence[RemoteFile], what: str, failed: RemoteFile, error: Exception
 ) -> str:
-    lines = [
-        f"{what}: {len(still_missing)} file(s) missing under the data root {root.path} (from {root.origin}), "
-        f"and downloading {failed.url} failed ({type(error).__name__}: {error}).",
-        "If this machine is offline, download these files elsewhere and put each one at the path shown:",
-    ]
-    for remote in still_missing[:_MAX_LISTED]:
-        lines.append(f"  {remote.url}\n    -> {root.resolve(remote.relative_path)}  (sha256 {remote.sha256})")
-    if len(still_missing) > _MAX_LISTED:
-        lines.append(
-            f"  ... and {len(still_missing) - _MAX_LISTED} more from the same place; every name and "
-            "checksum is in "
-            "tinygpt/data/manifests/peps.sha256"
-        )
-    lines.append("Or point data.root / $TINYGPT_DATA at a directory that already holds them.")
-    return "\n".join(lines)
+    """One line: what is missing, the folder looked in (and why that one), the URL tried, and the two ways to point
+    at a local copy; every file of a large corpus is in its manifest, so only the first few are named."""
+    where = {
+        "cache": f"tinygpt's download cache {root.path} (no data.root given, $TINYGPT_DATA not set)",
+        "data.root": f"data.root={root.path}",
+    }.get(root.origin, f"{root.origin}={root.path}")
+    named = "; ".join(
+        f"{remote.url} -> {root.resolve(remote.relative_path)} (sha256 {remote.sha256})"
+        for remote in still_missing[:_MAX_LISTED]
+    )
+    more = (
+        f"; and {len(still_missing) - _MAX_LISTED} more from the same place, every name and checksum in "
+        "tinygpt/data/manifests/peps.sha256"
+        if len(still_missing) > _MAX_LISTED
+        else ""
+    )
+    return (
+        f"{what}: {len(still_missing)} file(s) missing in {where}, and downloading {failed.url} failed "
+        f"({type(error).__name__}: {error}). Fetch them elsewhere and put each at its place ({named}{more}), or "
+        f"point $TINYGPT_DATA or data.root=<folder> at a folder that already holds them"
+    )

@@ -23,9 +23,10 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
-import sys
 import threading
 import time
+
+from tinygpt.common.say import say
 
 _watchdog: threading.Thread | None = None
 _parent: int | None = None
@@ -61,11 +62,7 @@ def exit_if_orphaned() -> None:
 def _watch(parent: int, grace_s: float, poll_s: float) -> None:
     while os.getppid() == parent:
         time.sleep(poll_s)
-    print(
-        f"[tinygpt] the sweep's launcher (pid {parent}) is gone; stopping this worker (pid {os.getpid()})",
-        file=sys.stderr,
-        flush=True,
-    )
+    say(f"the sweep's launcher (pid {parent}) is gone; stopping this worker (pid {os.getpid()})", error=True)
     os.kill(os.getpid(), signal.SIGTERM)
     time.sleep(grace_s)
     os._exit(1)

@@ -35,6 +35,7 @@ from omegaconf import DictConfig, open_dict
 
 from tinygpt.common.files import write_json_atomic
 from tinygpt.common.run_folder import is_finished_and_skipped, placement_path, read_record
+from tinygpt.common.say import say
 from tinygpt.launch.devices import cpu_cores, device_pool, is_device_list, requested_devices
 from tinygpt.launch.leases import Lease, acquire
 from tinygpt.launch.multidevice import refuse_multi_device_jobs_in_sweep
@@ -111,9 +112,8 @@ def place(config: DictConfig) -> Placement | None:
     lease = acquire(
         lease_dir,
         pool.names,
-        on_wait=lambda: print(
-            f"[tinygpt] placement: all {len(pool)} {pool.kind} devices are leased ({lease_dir}); waiting for one",
-            flush=True,
+        on_wait=lambda: say(
+            f"placement: all {len(pool)} {pool.kind} devices are leased ({lease_dir}); waiting for one"
         ),
     )
     parallel = parallel_jobs_of(int(config.hydra.launcher.n_jobs))
@@ -135,10 +135,9 @@ def place(config: DictConfig) -> Placement | None:
     }
     _current = Placement(lease, pool.kind, threads, threads_before, placement_path(output_dir), record)
     _write(_current)
-    print(
-        f"[tinygpt] placement: {lease.name} ({pool.kind} device {lease.index + 1} of {len(pool)}), "
-        f"{threads} torch thread(s), {parallel} job(s) at a time",
-        flush=True,
+    say(
+        f"placement: {lease.name} ({pool.kind} device {lease.index + 1} of {len(pool)}), "
+        f"{threads} torch thread(s), {parallel} job(s) at a time"
     )
     return _current
 

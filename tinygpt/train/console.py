@@ -20,6 +20,8 @@ import time
 
 from lightning.pytorch.callbacks import ProgressBar, TQDMProgressBar
 
+from tinygpt.common.say import say
+
 TIP_PREFIX = "💡 Tip"
 # the loggers rank_zero_info may write through: lightning_utilities' rank_zero module logs via whichever of these
 # was imported last, and the standalone pytorch_lightning / lightning_fabric packages (imported, for instance, in
@@ -91,12 +93,12 @@ class LineProgress(ProgressBar):
         self._last_printed = step
         elapsed = time.monotonic() - self._started
         metrics = self._metrics(trainer, pl_module, ("train/loss", "train/tokens_per_sec"))
-        print(f"[tinygpt] step {step}/{trainer.max_steps}  {metrics}  ({elapsed:.0f} s)", flush=True)
+        say(f"step {step}/{trainer.max_steps}  {metrics}  ({elapsed:.0f} s)")
 
     def on_validation_end(self, trainer, pl_module) -> None:
         if self._enabled and not trainer.sanity_checking:
             dev = self._metrics(trainer, pl_module, ("dev/bpb",))
-            print(f"[tinygpt] step {trainer.global_step}/{trainer.max_steps}  {dev}", flush=True)
+            say(f"step {trainer.global_step}/{trainer.max_steps}  {dev}")
 
 
 def _bar(every_n_steps: int) -> ProgressBar:

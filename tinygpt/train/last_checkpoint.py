@@ -35,6 +35,7 @@ from pathlib import Path
 from lightning.pytorch.callbacks import Checkpoint
 
 from tinygpt.common.run_folder import LAST_CHECKPOINT
+from tinygpt.common.say import say
 from tinygpt.train.logs import flush
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -112,10 +113,10 @@ class LastCheckpoint(Checkpoint):
                 raise KeyboardInterrupt
             raise SystemExit(128 + signum)
         self.stop_signal = signum
-        print(
-            f"\n[tinygpt] {signal.Signals(signum).name}: saving {self.path} at the end of this step, then "
-            "stopping (send it again to stop at once)",
-            flush=True,
+        say("", prefix=False)
+        say(
+            f"{signal.Signals(signum).name}: saving {self.path} at the end of this step, then "
+            "stopping (send it again to stop at once)"
         )
 
     def _stop_if_asked(self, trainer) -> None:

@@ -22,6 +22,7 @@ from tinygpt.common.run_folder import (
     read_record,
     record_path,
 )
+from tinygpt.common.say import say
 from tinygpt.data import TextDataModule
 from tinygpt.launch.placement import apply_placement
 from tinygpt.model import GPTConfig, config_from, families
@@ -111,6 +112,27 @@ def build_callbacks(cfg, run: RunConfig, run_dir: Path, module: GPTModule, datam
     return callbacks
 
 
+def build_datamodule(cfg: DictConfig, run: RunConfig) -> TextDataModule:
+    """The run's DataModule, set up for fitting (splits made, tokenizer fitted on the training split)."""
+    L.seed_everything(run.seed, workers=True)
+    datamodule = TextDataModule(cfg.data, context_length=cfg.model.context_length, seed=run.seed)
+    datamodule.setup("fit")
+    return datamodule
+
+
+def build_module(cfg: DictConfig, run: RunConfig, datamodule: TextDataModule) -> GPTModule:
+    """The run's LightningModule; the model's initialisation depends on the seed alone, not on data setup."""
+    config = model_config(cfg, datamodule.vocab_size)
+    L.seed_everything(run.seed, workers=True)
+    return GPTModule(
+        vars(config),
+        vars(run.optim),
+        cfg.trainer.max_steps,
+        datamodule.tokenizer.to_json(),
+        speed=vars(SpeedConfig.from_node(vars(run.speed))),
+    )
+
+
 def in_multirun() -> bool:
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
@@ -132,7 +154,7 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict:
         if not in_multirun():
             raise
         # a rerun of a sweep whose job is still running elsewhere (another terminal, a worker being stopped)
-        print(f"[tinygpt] skipping this job: {busy}", flush=True)
+        say(f"skipping this job: {busy}")
         return read_record(run_dir) or {"status": "running elsewhere", "run_dir": str(run_dir)}
     with lock:
         return _train(cfg, run, run_dir, progress)
@@ -143,8 +165,8 @@ def _train(cfg: DictConfig, run: RunConfig, run_dir: Path, progress: list) -> di
     # score once: the held-out scoring step(s) and recipe, checked against what a resumed run registered
     registration = check_pre_registration(previous, pre_registration(OmegaConf.to_container(cfg, resolve=True)))
     if is_finished_and_skipped(previous, run.resume, run.ckpt_path):
-        print(
-            f"[tinygpt] {run_dir} already finished (best dev bpb {previous.get('best', {}).get(DEV_BITS_PER_BYTE)}); "
+        say(
+            f"{run_dir} already finished (best dev bpb {previous.get('best', {}).get(DEV_BITS_PER_BYTE)}); "
             "skipping. Use resume=never to train it again."
         )
         return previous
@@ -155,11 +177,9 @@ def _train(cfg: DictConfig, run: RunConfig, run_dir: Path, progress: list) -> di
             "pick another output dir rather than overwrite them"
         )
 
-    L.seed_everything(run.seed, workers=True)
-    datamodule = TextDataModule(cfg.data, context_length=cfg.model.context_length, seed=run.seed)
-    datamodule.setup("fit")
+    datamodule = build_datamodule(cfg, run)
     for line in datamodule.summary_lines():
-        print(f"[tinygpt] {line}")
+        say(line)
     config = model_config(cfg, datamodule.vocab_size)
     optim = run.optim
     resume_step = 0
@@ -171,16 +191,9 @@ def _train(cfg: DictConfig, run: RunConfig, run_dir: Path, progress: list) -> di
         resume_step = int(checkpoint.get("global_step", 0))
         del checkpoint
 
-    L.seed_everything(run.seed, workers=True)  # model init depends on the seed alone, not on data setup
-    module = GPTModule(
-        vars(config),
-        vars(optim),
-        cfg.trainer.max_steps,
-        datamodule.tokenizer.to_json(),
-        speed=vars(SpeedConfig.from_node(vars(run.speed))),
-    )
+    module = build_module(cfg, run, datamodule)
     n_params = module.model.num_parameters()
-    print(f"[tinygpt] model: {n_params:,} parameters; run dir: {run_dir}")
+    say(f"model: {n_params:,} parameters; run dir: {run_dir}")
 
     record = RunRecord(
         run_dir,
@@ -245,13 +258,14 @@ def _train(cfg: DictConfig, run: RunConfig, run_dir: Path, progress: list) -> di
 
 def report(result: dict, run_dir: Path, loggers) -> None:
     final, best = result.get("final"), result.get("best")
-    print("\n[tinygpt] ---- done ----")
+    say("", prefix=False)
+    say("---- done ----")
     if final:
-        print(
-            f"[tinygpt] dev bits per byte at step {final['step']}: {final[DEV_BITS_PER_BYTE]:.4f} "
+        say(
+            f"dev bits per byte at step {final['step']}: {final[DEV_BITS_PER_BYTE]:.4f} "
             f"(best {best[DEV_BITS_PER_BYTE]:.4f} at step {best['step']})"
         )
-    print(f"[tinygpt] sample:\n{result['sample']}\n")
+    say(f"sample:\n{result['sample']}\n")
     for logger in loggers:
-        print(f"[tinygpt] {type(logger).__name__} logs: {logger.log_dir}  (tensorboard --logdir outputs)")
-    print(f"[tinygpt] checkpoints: {checkpoints_dir(run_dir)}; run record: {record_path(run_dir)}")
+        say(f"{type(logger).__name__} logs: {logger.log_dir}  (tensorboard --logdir outputs)")
+    say(f"checkpoints: {checkpoints_dir(run_dir)}; run record: {record_path(run_dir)}")

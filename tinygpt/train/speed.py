@@ -26,6 +26,8 @@ import lightning as L
 import torch
 from lightning.pytorch.utilities import rank_zero_warn
 
+from tinygpt.common.say import say
+
 MAX_SIDE = 2048  # the largest matmul side tried: a 2048^3 fp32 matmul is 17 GFLOP, about 0.1 s on 2 CPU cores
 MIN_SECONDS = 0.02  # grow the side until one matmul takes this long (about 0.15 s per run in all), so a slow
 # dtype (bf16 without hardware support: 0.28 GFLOP/s) is measured in a fraction of a second, not a minute
@@ -103,11 +105,10 @@ class SpeedMonitor(L.Callback):
             dtype = compute_dtype(self.precision)
             self.peak_flops = matmul_peak(dtype, pl_module.device)
             if trainer.is_global_zero:
-                print(
-                    f"[tinygpt] MFU against this machine's matmul peak, measured now: "
+                say(
+                    f"MFU against this machine's matmul peak, measured now: "
                     f"{self.peak_flops / 1e9:,.1f} GFLOP/s ({self.precision}; set speed.peak_flops "
-                    "to fix it)",
-                    flush=True,
+                    "to fix it)"
                 )
             if dtype != torch.float32:
                 fp32_peak = matmul_peak(torch.float32, pl_module.device)

@@ -1,0 +1,57 @@
+"""docs/python_api.md runs as written: every Python block of the page, in order, in one namespace, from an empty
+folder; then what the blocks made is checked (the run's folder and record, the sample, the score, the Trainer)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from conftest import REPO, requires_data
+
+PAGE = REPO / "docs" / "python_api.md"
+
+
+def blocks() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", PAGE.read_text(), re.S)
+
+
+@requires_data
+def test_every_block_of_the_python_api_page_runs(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    found = blocks()
+    assert len(found) == 4
+    for block in found:
+        exec(compile(block, str(PAGE), "exec"), namespace)
+    record = namespace["record"]
+    assert record["status"] == "finished" and record["step"] == 20
+    assert (tmp_path / "runs" / "api_demo" / "run.json").is_file()
+    assert (tmp_path / "runs" / "api_demo" / "checkpoints" / "last.ckpt").is_file()
+    scored = namespace["scored"]
+    assert scored["bytes"] == len("The Time Traveller smiled round at us. Then, still smiling faintly.") - 1
+    assert 0 < scored["bits_per_byte"] < 10
+    assert namespace["trainer"].global_step == 10
+    out = capsys.readouterr().out
+    assert "learned 20 timemachine" in out and "finished 20 " in out
+
+
+def test_compose_reads_a_users_config_folder(tmp_path):
+    from tinygpt.api import compose
+
+    cfg = compose(["experiment=mine"], config_dir=REPO / "examples" / "my_conf")
+    assert (cfg.name, cfg.model.d_model, cfg.model.n_layers, cfg.data.name) == ("mine", 256, 2, "shakespeare")
+    assert cfg.optim.schedule == "cosine"
+    with pytest.raises(FileNotFoundError, match="config_dir=.*no such folder"):
+        compose([], config_dir=tmp_path / "absent")
+
+
+def test_a_users_preset_is_checked_against_the_schema(tmp_path):
+    from hydra.errors import ConfigCompositionException
+
+    from tinygpt.api import compose
+
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "typo.yaml").write_text("defaults:\n  - schema\n  - _self_\nd_modle: 64\n")
+    with pytest.raises(ConfigCompositionException) as failed:
+        compose(["model=typo"], config_dir=tmp_path)
+    assert "Key 'd_modle' not in 'GPTConfig'" in str(failed.value.__cause__ or failed.value)

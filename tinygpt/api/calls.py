@@ -1,0 +1,98 @@
+"""The calls of tinygpt's Python API, each the same code path as the command-line program that does the same job."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from hydra import compose as hydra_compose
+from hydra import initialize_config_dir
+from omegaconf import DictConfig
+
+from tinygpt.cli import CONF
+from tinygpt.cli.config import register_configs
+from tinygpt.data.encoded import encode_segments
+from tinygpt.data.tokenizers import Tokenizer
+from tinygpt.data.windows import SlidingWindowDataset
+from tinygpt.metrics import score
+from tinygpt.model.generate import generate as generate_ids
+from tinygpt.train import run as training
+from tinygpt.train.checkpoints import load_model
+from tinygpt.train.module import GPTModule
+
+
+def compose(overrides: Sequence[str] = (), config_dir: str | Path | None = None) -> DictConfig:
+    """The run config ``tinygpt-train <overrides>`` composes: conf/train.yaml with the same overrides
+    (``["experiment=blog", "seed=1"]``), checked against the same typed schemas. ``config_dir``: a folder of one's
+    own configs, searched as ``tinygpt-train --config-dir`` searches it (e.g. its ``experiment/<name>.yaml``)."""
+    register_configs()
+    overrides = list(overrides)
+    if config_dir is not None:
+        folder = Path(config_dir).expanduser().resolve()
+        if not folder.is_dir():
+            raise FileNotFoundError(f"config_dir={config_dir}: no such folder")
+        overrides.append(f"hydra.searchpath=[file://{folder}]")
+    with initialize_config_dir(CONF, version_base="1.3"):
+        return hydra_compose("train", overrides=overrides)
+
+
+def train(cfg: DictConfig, run_dir: str | Path) -> dict:
+    """Train ``cfg`` into ``run_dir`` as ``tinygpt-train`` would (the same folder layout, run.json, checkpoints;
+    rerun to resume a stopped run, a finished one is skipped). Returns the run record (run.json's content)."""
+    return training.train(cfg, Path(run_dir))
+
+
+def build(cfg: DictConfig) -> tuple[GPTModule, training.TextDataModule]:
+    """The ``LightningModule`` and ``LightningDataModule`` that ``train`` would train, set up for fitting, for a
+    ``lightning.Trainer`` of one's own (``trainer.fit(module, datamodule=datamodule)``)."""
+    run = training.validate_run_config(cfg)
+    datamodule = training.build_datamodule(cfg, run)
+    return training.build_module(cfg, run, datamodule), datamodule
+
+
+def load(checkpoint: str | Path) -> tuple[torch.nn.Module, Tokenizer]:
+    """The model (in eval mode) and tokenizer of any tinygpt checkpoint: last.ckpt, a kept stepNNNNNN.ckpt, an
+    imported one. Loaded with ``weights_only=True``; the tokenizer travels inside the checkpoint."""
+    model, tokenizer, _ = load_model(checkpoint)
+    return model, tokenizer
+
+
+def generate(
+    model: torch.nn.Module,
+    tokenizer: Tokenizer,
+    prompt: str,
+    max_new_tokens: int = 100,
+    *,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int | None = None,
+) -> str:
+    """The prompt and its continuation, as text (KV cache; ``seed`` makes the sampling repeatable)."""
+    ids = torch.tensor([tokenizer.encode(prompt)], dtype=torch.long)
+    device = next(model.parameters()).device
+    generator = torch.Generator(device=device).manual_seed(seed) if seed is not None else None
+    out = generate_ids(
+        model,
+        ids.to(device),
+        max_new_tokens,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        generator=generator,
+    )
+    return tokenizer.decode(out[0].tolist())
+
+
+def score_text(model: torch.nn.Module, tokenizer: Tokenizer, text: str, batch_size: int = 32) -> dict:
+    """Bits per byte of ``text`` under the model, scored as a dev split is (sliding windows, every token but the
+    first scored once, the bits divided by the UTF-8 bytes of the scored text); also bits per token and per
+    character, the loss and the counts."""
+    encoded = encode_segments(tokenizer, [("text", text)])
+    if len(encoded.ids) < 2:
+        raise ValueError(f"score_text: the text has {len(encoded.ids)} token(s); at least 2 are needed to score one")
+    context = min(model.config.context_length, len(encoded.ids) - 1)  # a short text: one window of it all
+    windows = SlidingWindowDataset(encoded.ids, encoded.token_bytes, encoded.token_chars, context, encoded.token_doc)
+    loader = torch.utils.data.DataLoader(windows, batch_size=batch_size)
+    return score(model, loader, next(model.parameters()).device)

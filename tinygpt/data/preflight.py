@@ -1,0 +1,48 @@
+"""Before a run or a sweep makes any folder: the data root exists and the named corpus is there (or fetched).
+
+Hydra makes a job's folder, its ``.hydra/`` and its log file before the task function runs, and a sweep its
+folder before the first job; a corpus found missing inside training would leave them behind, around a
+traceback, and a sweep would fail the same way once per job. This Hydra callback runs first
+(``on_run_start``, ``on_multirun_start``), resolves the data root and fetches what is missing of a named corpus
+(tinygpt/data/download.py), and on failure ends the command with one line, naming the corpus, the folder looked
+in, the URL tried and how to point at a local copy: nothing is written. A sweep whose jobs choose other corpora
+(``data=peps,shakespeare``) has each job's corpus checked when it starts.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+from tinygpt.data.config import DataConfig
+from tinygpt.data.download import ensure_files
+from tinygpt.data.errors import DataError
+from tinygpt.data.root import resolve_data_root
+from tinygpt.data.sources import NAMED_CORPORA
+
+
+def check_data(data: Any) -> None:
+    """Raise DataError in one line when the data root is missing or a named corpus's files cannot be had."""
+    config = DataConfig.from_any(data)
+    root = resolve_data_root(config.root)
+    named = NAMED_CORPORA.get(config.name)
+    if named is not None and root.resolve(config.path) == root.resolve(named.path):
+        ensure_files(root, named.files, f"data={config.name}")
+
+
+class DataPreflight(Callback):
+    def _check(self, config: DictConfig) -> None:
+        try:
+            check_data(config.data)
+        except DataError as err:
+            print(f"[tinygpt] error: {err}", file=sys.stderr, flush=True)
+            sys.exit(2)
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self._check(config)
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self._check(config)
