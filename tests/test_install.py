@@ -1,0 +1,144 @@
+"""tinygpt as a user installs it: a wheel built from this tree (offline, no build isolation), installed into a fresh
+virtual environment that borrows this environment's packages but not its editable tinygpt, and its console
+commands run from an empty folder: a single run, a two-job multirun placed on the machine's devices, an
+experiment and a preset from a config folder of the user's own. Each job's train.log holds its console lines."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import site
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> Path:
+    """The fresh venv's bin/ folder, with the wheel of this tree installed in it."""
+    base = tmp_path_factory.mktemp("install")
+    # the files a clone has (tracked, or new and not ignored), so no build/ folder of an earlier build leaks in
+    listed = subprocess.check_output(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, text=True)
+    source = base / "source"
+    for name in listed.splitlines():
+        if (REPO / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, source / name)
+    wheels = base / "wheels"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-q",
+            "-w",
+            wheels,
+            source,
+        ],
+        check=True,
+        timeout=600,
+        capture_output=True,
+    )
+    [wheel] = wheels.glob("tinygpt-*.whl")
+    venv = base / "venv"
+    subprocess.run([sys.executable, "-m", "venv", venv], check=True, timeout=300)
+    bin_dir = venv / "bin"
+    subprocess.run(
+        [bin_dir / "pip", "install", "-q", "--no-deps", "--no-index", "--disable-pip-version-check", wheel],
+        check=True,
+        timeout=300,
+    )
+    # this environment's packages (torch, lightning, hydra, ...) as a plain path: its .pth files, among them the
+    # editable install of this checkout, are not processed there, so tinygpt comes from the wheel
+    purelib = Path(
+        subprocess.check_output(
+            [bin_dir / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True
+        ).strip()
+    )
+    borrowed = [sysconfig.get_paths()["purelib"], *site.getsitepackages()]
+    (purelib / "borrowed_packages.pth").write_text("\n".join(dict.fromkeys(borrowed)) + "\n")
+    return bin_dir
+
+
+def run(command: list, cwd: Path, env_extra: dict | None = None) -> subprocess.CompletedProcess:
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)} | (env_extra or {})
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=600, env=env)
+
+
+def test_the_wheel_carries_its_configs_and_trains_from_an_empty_folder(installed, tmp_path, small_corpus):
+    where = run(
+        [installed / "python", "-c", "import tinygpt, tinygpt.cli; print(tinygpt.__file__, tinygpt.cli.CONF)"], tmp_path
+    )
+    package, conf = where.stdout.split()
+    assert package.startswith(str(installed.parent)) and Path(conf, "train.yaml").is_file(), where.stdout
+    data = ["data=textfile", f"data.path={small_corpus}"]
+    done = run(
+        [installed / "tinygpt-train", "experiment=smoke", "trainer.max_steps=2", "trainer.val_check_interval=2", *data],
+        tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    [record] = tmp_path.glob("outputs/runs/smoke/*/run.json")
+    assert json.loads(record.read_text())["status"] == "finished"
+    log = (record.parent / "train.log").read_text()
+    assert "[tinygpt][INFO] - model: " in log and "[tinygpt][INFO] - dev bits per byte at step 2:" in log
+
+
+def test_an_installed_multirun_places_its_two_jobs_and_each_logs_its_lines(installed, tmp_path, small_corpus):
+    data = ["data=textfile", f"data.path={small_corpus}"]
+    done = run(
+        [
+            installed / "tinygpt-train",
+            "-m",
+            "experiment=smoke",
+            "trainer.max_steps=2",
+            "trainer.val_check_interval=2",
+            "seed=0,1",
+            *data,
+        ],
+        tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    jobs = sorted(p.parent for p in tmp_path.glob("outputs/sweeps/smoke/*/run.json"))
+    assert len(jobs) == 2
+    for job in jobs:
+        assert json.loads((job / "placement.json").read_text())["kind"] == "cpu"
+        log = (job / "train.log").read_text()
+        assert "[tinygpt][INFO] - placement: " in log and "[tinygpt][INFO] - dev bits per byte at step 2:" in log
+
+
+def test_an_experiment_and_a_preset_from_the_users_own_folder(installed, tmp_path, small_corpus):
+    data = ["data=textfile", f"data.path={small_corpus}"]
+    done = run(
+        [
+            installed / "tinygpt-train",
+            "--config-dir",
+            REPO / "examples" / "my_conf",
+            "experiment=mine",
+            "trainer.max_steps=2",
+            "trainer.val_check_interval=2",
+            "data.batch_size=2",
+            *data,
+        ],
+        tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    [record] = tmp_path.glob("outputs/runs/mine/*/run.json")
+    config = json.loads(record.read_text())["config"]
+    assert (config["model"]["d_model"], config["model"]["n_layers"], config["optim"]["schedule"]) == (256, 2, "cosine")
+    typo = tmp_path / "my_conf" / "model"
+    typo.mkdir(parents=True)
+    (typo / "typo.yaml").write_text("defaults:\n  - schema\n  - _self_\nd_modle: 64\n")
+    refused = run([installed / "tinygpt-train", "--config-dir", tmp_path / "my_conf", "model=typo", *data], tmp_path)
+    assert refused.returncode != 0 and "Key 'd_modle' not in 'GPTConfig'" in refused.stderr
