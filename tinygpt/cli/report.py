@@ -40,7 +40,7 @@ def experiment_defaults(overrides: Sequence[str]) -> dict:
     return OmegaConf.to_container(cfg, resolve=True)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -93,7 +93,11 @@ def main(argv: list[str] | None = None) -> int:
         help="add the compressors, Kneser-Ney and the unigram model on the runs' own dev text (and, with --held-out, "
         "their held-out text), computed once into <sweep>/baselines/",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     baselines = None
     if args.baselines:
         try:
