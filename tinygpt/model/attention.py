@@ -74,7 +74,7 @@ class CausalSelfAttention(nn.Module):
         # QK-norm and RoPE act on the (B, T, heads, head_dim) views, in the projections' own memory order, before
         # the heads are moved forward: written to the transposed views instead, RoPE's backward returned its
         # gradients in (B, heads, T) order, and each of q's and k's then cost one more copy back to the
-        # projection's (B, T, width) layout (docs/benchmarks/train.md, Round 9). The values are the same.
+        # projection's (B, T, width) layout (docs/benchmarks/train.md). The values are the same.
         q = q.view(B, T, self.n_heads, self.head_dim)
         k = k.view(B, T, self.n_kv_heads, self.head_dim)
         if self.q_norm is not None:
@@ -125,7 +125,7 @@ class CausalSelfAttention(nn.Module):
         """Whether the core runs in fp32: q (hence k and v) in a 16-bit dtype, as autocast leaves them, and
         speed.attention_dtype float32; or auto on a CPU when the core is SDPA's, whose CPU kernels ran slower in
         bf16 than in fp32 (a whole bf16 step 1.03-1.17x with the fp32 core), but not the written-out softmax of
-        attention dropout, which ran faster in bf16 (0.75x in fp32): docs/benchmarks/train.md, Round 6."""
+        attention dropout, which ran faster in bf16 (0.75x in fp32): docs/benchmarks/train.md."""
         if q.dtype not in (torch.bfloat16, torch.float16) or self.attention_dtype == "compute":
             return False
         if self.attention_dtype == "float32":

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 # "gelu_exact" is x·Φ(x) with the erf, as nanoGPT's nn.GELU(), BERT and GPT-NeoX compute it, transformers'
 # "gelu". The two differ by up to 4.7e-4 per activation (at x = ±2.70): a model trained with one is a different
 # function under the other, so they are two names, not a tolerance. On CPUs torch's tanh form is also the
-# slower kernel (forward and backward 13.9 ms against 6.7 at 8,192 x 768 on Round 9's machine).
+# slower kernel (forward and backward 13.9 ms against 6.7 at 8,192 x 768: docs/benchmarks/train.md).
 GELUS: dict[str, str] = {"gelu": "tanh", "gelu_exact": "none"}
 
 

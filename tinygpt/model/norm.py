@@ -5,7 +5,7 @@ parameter names, weight and bias, are what checkpoints have always held). RMSNor
 `nn.RMSNorm` computes the statistic in the input's dtype, and ours takes it in float32 for bf16 runs. Its
 backward is written out too (`_RMSNormFunction`): autograd's record of the formula made about 12 passes over
 the (tokens, d) activations in backward and saved three of them; the written-out one makes 6 and saves only
-the input (docs/benchmarks/train.md, Round 9).
+the input (docs/benchmarks/train.md).
 """
 
 from __future__ import annotations

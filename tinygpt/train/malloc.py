@@ -8,8 +8,8 @@ gradients are 49 MiB), so every page of each of them is faulted in again, and ze
 On this project's 2-core VM that costs more than the op that fills the tensor: a bf16 → fp32 copy of 32 MiB took
 11 ms against 2 ms with the memory kept, a log-softmax over it 25 ms against 6 ms. Raising both thresholds to
 1 GiB (`keep`) keeps freed blocks in the heap, where the next step's tensors reuse them: 000's model trained
-1.40x faster in bf16, the other benchmark shapes moved within the VM's noise (docs/benchmarks/train.md,
-Round 7). PyTorch's CPU tuning guide gets the same effect by preloading jemalloc or tcmalloc, which a
+1.40x faster in bf16, the other benchmark shapes moved within the VM's noise (docs/benchmarks/train.md).
+PyTorch's CPU tuning guide gets the same effect by preloading jemalloc or tcmalloc, which a
 `python scripts/train.py` cannot do for itself once it has started; mallopt(3) is glibc's own switch for it
 and takes effect for every later allocation.
 

@@ -33,7 +33,7 @@ Each switch changes how a step is computed, never what it computes beyond a stat
   the cold start is 15 s with an empty inductor cache and 3.5 s with a warm one (the trunk compiled whole: 26 s),
   and it gains only on the Llama layout with no dropout (`llama003`: 1.05-1.07x in fp32, 1.13x in bf16); on
   nanoGPT's and 000's layouts (LayerNorm, GELU) it is slower (0.93-0.98x) and with dropout no faster (003's
-  `blog`: 0.97-1.00x), so it is off by default (docs/benchmarks/train.md, Round 10).
+  `blog`: 0.97-1.00x), so it is off by default (docs/benchmarks/train.md).
 - `optimizer`: AdamW's implementation, "fused" (one kernel over all parameters; CPU and CUDA), "foreach"
   (batched tensor ops) or "for_loop" (torch's CPU default); the same update up to float rounding.
 - `malloc`: "keep" raises glibc's mmap and trim thresholds so freed tensors stay in the heap for the next step
