@@ -107,6 +107,7 @@ def test_placement_launcher_runs_one_job_per_device_by_default():
     assert n_jobs() == ((gpus or 1), "placement")
     assert n_jobs("trainer.accelerator=cpu", "sweep.cpu_jobs=2") == (2, "placement")
     assert n_jobs("sweep.simulate_devices=3") == (3, "placement")
+    assert n_jobs("sweep.simulate_devices=3", "sweep.jobs_per_device=4") == (12, "placement")
 
 
 def job_config(tmp_path, *, launcher="placement", mode=RunMode.MULTIRUN, devices=1, n_jobs=2, simulate=2):
@@ -119,7 +120,12 @@ def job_config(tmp_path, *, launcher="placement", mode=RunMode.MULTIRUN, devices
                 "launcher": {"n_jobs": n_jobs},
             },
             "trainer": {"devices": devices, "accelerator": "auto"},
-            "sweep": {"cpu_jobs": 1, "simulate_devices": simulate, "lease_dir": str(tmp_path / "leases")},
+            "sweep": {
+                "cpu_jobs": 1,
+                "jobs_per_device": 1,
+                "simulate_devices": simulate,
+                "lease_dir": str(tmp_path / "leases"),
+            },
             "resume": "auto",
             "ckpt_path": None,
         }
@@ -202,9 +208,63 @@ def test_apply_placement_pins_the_leased_gpu(hydra_job, tmp_path):
     cfg = hydra_job()
     lease = try_acquire(tmp_path, ["cuda-0", "cuda-1", "cuda-2"])
     lease.index = 2  # as if GPUs 0 and 1 were taken by other jobs
-    placement._current = placement.Placement(lease, "cuda", 1, 1, tmp_path / "placement.json", {})
+    placement._current = placement.Placement(lease, "cuda", 2, 1, 1, tmp_path / "placement.json", {})
     pinned = placement.apply_placement(cfg)
     assert list(pinned.trainer.devices) == [2] and cfg.trainer.devices == 1
+    lease.release()
+
+
+def test_jobs_per_device_packs_k_leases_on_each_device_spread_before_doubled(tmp_path, monkeypatch):
+    """Two GPUs, 3 jobs each: six leases, slot by slot, so the first two jobs go to different GPUs; each lease
+    maps back to its GPU, and a crashed job's slot comes back to the next job."""
+    monkeypatch.setattr("tinygpt.launch.devices.cuda_device_count", lambda: 2)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    pool = device_pool("auto", cpu_jobs=1, jobs_per_device=3)
+    assert pool.names == (
+        "cuda-0.slot0",
+        "cuda-1.slot0",
+        "cuda-0.slot1",
+        "cuda-1.slot1",
+        "cuda-0.slot2",
+        "cuda-1.slot2",
+    )
+    assert parallel_jobs("auto", 1, None, 3) == 6 and device_pool("auto", 1).names == ("cuda-0", "cuda-1")
+    leases = [try_acquire(tmp_path, pool.names) for _ in range(6)]
+    assert [pool.device_of(lease.index) for lease in leases] == [0, 1, 0, 1, 0, 1]
+    assert [pool.slot_of(lease.index) for lease in leases] == [0, 0, 1, 1, 2, 2]
+    assert try_acquire(tmp_path, pool.names) is None  # six jobs at a time, no seventh
+    leases[3].release()  # a job on GPU 1 ends (or crashes): its slot is the next job's
+    again = try_acquire(tmp_path, pool.names)
+    assert (pool.device_of(again.index), pool.slot_of(again.index)) == (1, 1)
+    for lease in [*leases[:3], *leases[4:], again]:
+        lease.release()
+    assert device_pool("cpu", 2, jobs_per_device=3).names == ("cpu-0", "cpu-1")  # CPU slots are cpu_jobs
+    with pytest.raises(ValueError, match="sweep.jobs_per_device=0"):
+        device_pool("auto", 1, jobs_per_device=0)
+
+
+def test_a_packed_jobs_placement_names_its_device_and_slot_and_pins_that_gpu(hydra_job, tmp_path, restore_threads):
+    config = job_config(tmp_path, n_jobs=4, simulate=2)
+    config.sweep.jobs_per_device = 2
+    callbacks = []
+    for _ in range(3):  # three jobs of one process each: simulate them with three leases held at once
+        placement.place(config)
+        callbacks.append(placement._current)
+        placement._current = None
+    records = [held.record for held in callbacks]
+    assert [(r["device"], r["slot"], r["jobs_per_device"]) for r in records] == [
+        ("sim-0", 0, 2),
+        ("sim-1", 0, 2),
+        ("sim-0", 1, 2),
+    ]
+    assert records[0]["pool"] == ["sim-0", "sim-1"] and records[0]["torch_threads"] == max(1, cpu_cores() // 4)
+    for held in callbacks:
+        held.lease.release()
+    cfg = hydra_job()
+    lease = try_acquire(tmp_path / "gpu", ["cuda-0.slot0", "cuda-1.slot0", "cuda-0.slot1", "cuda-1.slot1"])
+    lease.index = 2  # cuda-0's second slot
+    placement._current = placement.Placement(lease, "cuda", 0, 1, 1, tmp_path / "placement.json", {})
+    assert list(placement.apply_placement(cfg).trainer.devices) == [0]
     lease.release()
 
 

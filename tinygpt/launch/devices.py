@@ -3,6 +3,10 @@
 A device pool is what automatic placement leases: the visible CUDA GPUs when the run may use them; on a
 CPU-only machine (or ``trainer.accelerator=cpu``) ``sweep.cpu_jobs`` slots that divide the cores; or, for
 tests, ``sweep.simulate_devices`` pretend devices (jobs lease them but still train on the CPU).
+
+``sweep.jobs_per_device`` (k) packs several small jobs on one accelerator: the pool then has k leases per device,
+one per slot, listed slot by slot (every device's slot 0, then every device's slot 1, ...), so jobs spread over
+the devices before any device takes a second one. A CPU pool's slots are ``sweep.cpu_jobs`` already.
 """
 
 from __future__ import annotations
@@ -18,7 +22,22 @@ CUDA_ACCELERATORS = ("auto", "gpu", "cuda")
 @dataclass(frozen=True)
 class DevicePool:
     kind: str  # "cuda", "cpu" or "simulated"
-    names: tuple[str, ...]  # lease names, unique on this machine (see cuda_device_names)
+    devices: tuple[str, ...]  # the devices, named uniquely on this machine (see cuda_device_names)
+    slots: int = 1  # leases per device (sweep.jobs_per_device)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Lease names, slot by slot: a device's name alone with one slot, else ``<device>.slot<i>``."""
+        if self.slots == 1:
+            return self.devices
+        return tuple(f"{device}.slot{slot}" for slot in range(self.slots) for device in self.devices)
+
+    def device_of(self, lease_index: int) -> int:
+        """The index of the device that lease ``lease_index`` (an index of ``names``) is on."""
+        return lease_index % len(self.devices)
+
+    def slot_of(self, lease_index: int) -> int:
+        return lease_index // len(self.devices)
 
     def __len__(self) -> int:
         return len(self.names)
@@ -38,20 +57,26 @@ def cuda_device_names(count: int) -> tuple[str, ...]:
     return tuple("cuda-" + re.sub(r"[^A-Za-z0-9_.-]", "_", device) for device in physical)
 
 
-def device_pool(accelerator: str, cpu_jobs: int, simulate_devices: int | None = None) -> DevicePool:
+def device_pool(
+    accelerator: str, cpu_jobs: int, simulate_devices: int | None = None, jobs_per_device: int = 1
+) -> DevicePool:
+    if int(jobs_per_device) < 1:
+        raise ValueError(f"sweep.jobs_per_device={jobs_per_device}: must be at least 1")
     if simulate_devices:
-        return DevicePool("simulated", tuple(f"sim-{i}" for i in range(int(simulate_devices))))
+        return DevicePool("simulated", tuple(f"sim-{i}" for i in range(int(simulate_devices))), int(jobs_per_device))
     gpus = cuda_device_count() if str(accelerator) in CUDA_ACCELERATORS else 0
     if gpus:
-        return DevicePool("cuda", cuda_device_names(gpus))
+        return DevicePool("cuda", cuda_device_names(gpus), int(jobs_per_device))
     if int(cpu_jobs) < 1:
         raise ValueError(f"sweep.cpu_jobs={cpu_jobs}: must be at least 1")
     return DevicePool("cpu", tuple(f"cpu-{i}" for i in range(int(cpu_jobs))))
 
 
-def parallel_jobs(accelerator: str, cpu_jobs: int, simulate_devices: int | None = None) -> int:
-    """Jobs to run at once: one per device of the pool (the ``tinygpt.parallel_jobs`` resolver)."""
-    return len(device_pool(accelerator, cpu_jobs, simulate_devices))
+def parallel_jobs(
+    accelerator: str, cpu_jobs: int, simulate_devices: int | None = None, jobs_per_device: int = 1
+) -> int:
+    """Jobs to run at once: one per lease of the pool (the ``tinygpt.parallel_jobs`` resolver)."""
+    return len(device_pool(accelerator, cpu_jobs, simulate_devices, jobs_per_device))
 
 
 def cpu_cores() -> int:

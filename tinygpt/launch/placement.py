@@ -48,6 +48,7 @@ PLACEMENT_LAUNCHER = "placement"  # the option of hydra/launcher that turns plac
 class Placement:
     lease: Lease
     kind: str  # "cuda", "cpu" or "simulated"
+    device: int  # the index of the leased device (several leases share one with sweep.jobs_per_device)
     threads: int
     threads_before: int
     record_path: Path
@@ -107,7 +108,9 @@ def place(config: DictConfig) -> Placement | None:
         _skipping = True
         return None
     sweep = config.sweep
-    pool = device_pool(config.trainer.accelerator, sweep.cpu_jobs, sweep.simulate_devices)
+    pool = device_pool(
+        config.trainer.accelerator, sweep.cpu_jobs, sweep.simulate_devices, sweep.get("jobs_per_device", 1)
+    )
     lease_dir = Path(sweep.lease_dir) if sweep.lease_dir else default_lease_dir()
     lease = acquire(
         lease_dir,
@@ -121,11 +124,14 @@ def place(config: DictConfig) -> Placement | None:
     threads = max(1, cpu_cores() // parallel)
     threads_before = torch.get_num_threads()
     torch.set_num_threads(threads)
+    device = pool.device_of(lease.index)
     record = {
-        "device": lease.name,
-        "index": lease.index,
+        "device": pool.devices[device],
+        "index": device,
+        "slot": pool.slot_of(lease.index),
+        "jobs_per_device": pool.slots,
         "kind": pool.kind,
-        "pool": list(pool.names),
+        "pool": list(pool.devices),
         "parallel_jobs": parallel,
         "torch_threads": threads,
         "pid": os.getpid(),
@@ -133,10 +139,11 @@ def place(config: DictConfig) -> Placement | None:
         "acquired_at": lease.acquired_at,
         "released_at": None,
     }
-    _current = Placement(lease, pool.kind, threads, threads_before, placement_path(output_dir), record)
+    _current = Placement(lease, pool.kind, device, threads, threads_before, placement_path(output_dir), record)
     _write(_current)
+    slot = f", slot {pool.slot_of(lease.index) + 1} of {pool.slots}" if pool.slots > 1 else ""
     say(
-        f"placement: {lease.name} ({pool.kind} device {lease.index + 1} of {len(pool)}), "
+        f"placement: {pool.devices[device]} ({pool.kind} device {device + 1} of {len(pool.devices)}{slot}), "
         f"{threads} torch thread(s), {parallel} job(s) at a time"
     )
     return _current
@@ -162,7 +169,7 @@ def current() -> Placement | None:
 
 
 def apply_placement(cfg: DictConfig) -> DictConfig:
-    """Called by ``train()``: ``cfg`` with ``trainer.devices=[i]`` when this sweep job leased CUDA device i,
+    """Called by ``train()``: ``cfg`` with ``trainer.devices=[i]`` when this sweep job leased a slot of CUDA device i,
     ``cfg`` itself otherwise (no placement, or a CPU / simulated lease: those set threads, not the device).
     Fails the job when it asks for several devices inside a multirun, or when placement should have leased
     it a device and did not (then it could share a GPU)."""
@@ -179,7 +186,7 @@ def apply_placement(cfg: DictConfig) -> DictConfig:
         return cfg
     pinned = copy.deepcopy(cfg)
     with open_dict(pinned):
-        pinned.trainer.devices = [_current.lease.index]
+        pinned.trainer.devices = [_current.device]
     return pinned
 
 
