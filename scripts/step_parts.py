@@ -28,6 +28,7 @@ from hydra import compose, initialize_config_dir
 import tinygpt.train  # noqa: F401  (registers the config's schema and resolvers)
 from tinygpt.cli.config import register_configs
 from tinygpt.data import TextDataModule
+from tinygpt.launch.precision import choose
 from tinygpt.model import families
 from tinygpt.train.module import GPTModule
 from tinygpt.train.optim import OptimConfig, build_optimizer
@@ -45,7 +46,7 @@ def time_parts(cfg, steps: int, warmup: int, device: str) -> dict:
     config = model_config(cfg, datamodule.vocab_size)
     optim = OptimConfig.from_omegaconf(cfg.optim)
     speed = SpeedConfig.from_node(cfg.speed)
-    precision = str(cfg.trainer.precision)
+    precision = choose(cfg.trainer.accelerator, cfg.trainer.precision).precision  # auto: the device's
     torch.manual_seed(0)
     module = GPTModule(vars(config), vars(optim), steps + warmup, speed=vars(speed)).to(device).train()
     model = module.model

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from hydra.utils import instantiate
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from tinygpt.common.run_folder import (
     DEV_BITS_PER_BYTE,
@@ -25,6 +26,7 @@ from tinygpt.common.run_folder import (
 from tinygpt.common.say import say
 from tinygpt.data import TextDataModule
 from tinygpt.launch.placement import apply_placement
+from tinygpt.launch.precision import DeviceChoice, choose
 from tinygpt.model import GPTConfig, config_from, families
 from tinygpt.train.checkpoints import AtomicCheckpointIO, check_resumable, read_checkpoint, resume_path
 from tinygpt.train.console import progress_callback, silence_third_party_tips
@@ -133,6 +135,18 @@ def build_module(cfg: DictConfig, run: RunConfig, datamodule: TextDataModule) ->
     )
 
 
+def resolve_precision(cfg: DictConfig) -> tuple[DictConfig, DeviceChoice]:
+    """``cfg`` with ``trainer.precision=auto`` replaced by the device's precision (tinygpt/launch/precision.py),
+    and the choice; the run records and pre-registers the resolved value."""
+    device = choose(cfg.trainer.accelerator, cfg.trainer.precision)
+    if str(cfg.trainer.precision) == device.precision:
+        return cfg, device
+    resolved = copy.deepcopy(cfg)
+    with open_dict(resolved):
+        resolved.trainer.precision = device.precision
+    return resolved, device
+
+
 def in_multirun() -> bool:
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
@@ -140,6 +154,7 @@ def in_multirun() -> bool:
 def train(cfg: DictConfig, run_dir: str | Path) -> dict:
     run = validate_run_config(cfg)  # every setting outside model and data, typed, before anything is written
     cfg = apply_placement(cfg)  # sweep jobs: the GPU leased to this job; no multi-device jobs (tinygpt/launch)
+    cfg, device = resolve_precision(cfg)  # trainer.precision=auto: per device, recorded as resolved
     # progress: a bar on a terminal, one line every N steps in a log (tinygpt/train/console.py); checked first
     progress = (
         [progress_callback(run.progress.style, run.progress.every_n_steps)] if cfg.trainer.enable_progress_bar else []
@@ -147,7 +162,7 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict:
     silence_third_party_tips()
     run_dir = Path(run_dir)
     if rank_zero_only.rank != 0:  # the other ranks of a DDP run: the same run, rank 0 holds its lock
-        return _train(cfg, run, run_dir, progress)
+        return _train(cfg, run, run_dir, progress, device)
     try:
         lock = lock_run(run_dir)
     except RunFolderBusy as busy:
@@ -157,10 +172,10 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict:
         say(f"skipping this job: {busy}")
         return read_record(run_dir) or {"status": "running elsewhere", "run_dir": str(run_dir)}
     with lock:
-        return _train(cfg, run, run_dir, progress)
+        return _train(cfg, run, run_dir, progress, device)
 
 
-def _train(cfg: DictConfig, run: RunConfig, run_dir: Path, progress: list) -> dict:
+def _train(cfg: DictConfig, run: RunConfig, run_dir: Path, progress: list, device: DeviceChoice) -> dict:
     previous = read_record(run_dir)
     # score once: the held-out scoring step(s) and recipe, checked against what a resumed run registered
     registration = check_pre_registration(previous, pre_registration(OmegaConf.to_container(cfg, resolve=True)))
@@ -178,6 +193,7 @@ def _train(cfg: DictConfig, run: RunConfig, run_dir: Path, progress: list) -> di
         )
 
     datamodule = build_datamodule(cfg, run)
+    say(device.why)
     for line in datamodule.summary_lines():
         say(line)
     config = model_config(cfg, datamodule.vocab_size)
