@@ -106,15 +106,15 @@ def test_one_call_scores_every_finished_job_once_and_lists_the_rest(sweep):
 
 
 def test_a_sweep_is_scored_on_the_held_out_split_only(sweep):
-    result = subprocess.run(
-        [PYTHON, "scripts/evaluate.py", f"sweep_dir={sweep}", "split=dev"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode != 0
-    assert "refused: sweep_dir= with split=dev: a sweep is scored on the held-out split (split=test)" in result.stderr
+    from omegaconf import OmegaConf
+
+    from tinygpt.cli.evaluate import evaluate_sweep
+
+    settings = {"run_dir": None, "ckpt": None, "sweep_dir": str(sweep), "split": "dev", "device": "cpu"}
+    with pytest.raises(SystemExit, match=r"refused: sweep_dir= with split=dev: a sweep is scored on the held-out"):
+        evaluate_sweep(OmegaConf.create(settings | {"force": False, "reason": None}))
+    with pytest.raises(SystemExit, match=r"refused: sweep_dir= scores each job once .* without run_dir="):
+        evaluate_sweep(OmegaConf.create(settings | {"split": "test", "force": True, "reason": "again"}))
     assert not list(sweep.glob("*/" + EVALUATIONS)) and not (sweep / "report.md").exists()
 
 
