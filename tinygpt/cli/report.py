@@ -2,9 +2,11 @@
 
 Writes into the sweep's folder (or --out): report.md (the table, in 000's shape with --style seeds: best
 validation loss per seed, mean and spread; in 003's with --style steps: dev bits per byte at each scoring step,
-one row per run), curves.png (validation curves, one colour per variant, one line per seed) and runs.csv
-(every validation point of every run, with its best and final metrics). Runs are grouped by their overrides
-minus seed; unfinished, failed and missing runs are marked. Only run records are read, never a held-out score
+one row per run; then each variant against the reference, paired by seed, with a 95% interval and a verdict;
+the runs' provenance), curves.png (one colour per variant: the seeds' mean and min-max band), runs.csv (every
+validation point of every run, with its best and final metrics) and comparison.csv. --baselines adds the
+compressors, Kneser-Ney and the unigram model on the same text. Runs are grouped by their overrides minus seed;
+unfinished, failed and missing runs are marked. Only run records are read, never a held-out score
 (the report says how many held-out scorings run.json lists), unless --held-out asks for every held-out scoring
 that scripts/evaluate.py split=test logged. Runs with collapse diagnostics get their table.
 Works while a sweep runs.

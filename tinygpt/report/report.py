@@ -1,5 +1,6 @@
-"""A sweep's report: report.md (the spec-shaped table), curves.png (validation curves), runs.csv (every run's
-every validation point).
+"""A sweep's report: report.md (the spec-shaped table, each variant against a reference paired by seed, the
+runs' provenance), curves.png (seed means and bands), runs.csv (every run's every validation point) and
+comparison.csv (every comparison).
 
 Reads run records only (tinygpt/report/jobs.py), never a held-out score: it counts the held-out scorings that
 run.json lists and says so, without showing them. Runs that recorded 003's collapse diagnostics get their table
