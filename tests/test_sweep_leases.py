@@ -301,3 +301,18 @@ def test_lease_dir_follows_the_environment(monkeypatch, tmp_path):
     assert compose_train(["sweep.lease_dir=/elsewhere"]).sweep.lease_dir == "/elsewhere"
     monkeypatch.delenv("TINYGPT_LEASE_DIR")
     assert compose_train([]).sweep.lease_dir is None  # the machine-wide default folder
+
+
+def test_a_mac_sweep_packs_its_jobs_on_the_one_mps_device(hydra_job, tmp_path, monkeypatch):
+    """No CUDA, Apple's GPU available: one MPS device, k leases on it; a leased job trains on mps; an explicit
+    trainer.accelerator=cpu still gets CPU slots."""
+    monkeypatch.setattr("tinygpt.launch.devices.cuda_device_count", lambda: 0)
+    monkeypatch.setattr("tinygpt.launch.devices.mps_available", lambda: True)
+    pool = device_pool("auto", cpu_jobs=1, jobs_per_device=4)
+    assert (pool.kind, pool.devices, len(pool)) == ("mps", ("mps-0",), 4)
+    assert parallel_jobs("auto", 1, None, 4) == 4 and device_pool("cpu", 2).kind == "cpu"
+    lease = try_acquire(tmp_path, pool.names)
+    placement._current = placement.Placement(lease, "mps", 0, 1, 1, tmp_path / "placement.json", {})
+    pinned = placement.apply_placement(hydra_job())
+    assert (pinned.trainer.accelerator, pinned.trainer.devices) == ("mps", 1)
+    lease.release()

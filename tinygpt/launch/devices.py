@@ -1,8 +1,9 @@
 """Which devices a sweep shares out, and how many devices a run asks for.
 
-A device pool is what automatic placement leases: the visible CUDA GPUs when the run may use them; on a
-CPU-only machine (or ``trainer.accelerator=cpu``) ``sweep.cpu_jobs`` slots that divide the cores; or, for
-tests, ``sweep.simulate_devices`` pretend devices (jobs lease them but still train on the CPU).
+A device pool is what automatic placement leases: the visible CUDA GPUs when the run may use them; else Apple's
+GPU (one MPS device) when the run may use it; on a CPU-only machine (or ``trainer.accelerator=cpu``)
+``sweep.cpu_jobs`` slots that divide the cores; or, for tests, ``sweep.simulate_devices`` pretend devices (jobs
+lease them but still train on the CPU).
 
 ``sweep.jobs_per_device`` (k) packs several small jobs on one accelerator: the pool then has k leases per device,
 one per slot, listed slot by slot (every device's slot 0, then every device's slot 1, ...), so jobs spread over
@@ -17,11 +18,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 CUDA_ACCELERATORS = ("auto", "gpu", "cuda")
+MPS_ACCELERATORS = ("auto", "gpu", "mps")
 
 
 @dataclass(frozen=True)
 class DevicePool:
-    kind: str  # "cuda", "cpu" or "simulated"
+    kind: str  # "cuda", "mps", "cpu" or "simulated"
     devices: tuple[str, ...]  # the devices, named uniquely on this machine (see cuda_device_names)
     slots: int = 1  # leases per device (sweep.jobs_per_device)
 
@@ -49,6 +51,12 @@ def cuda_device_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
+def mps_available() -> bool:
+    import torch
+
+    return torch.backends.mps.is_available()
+
+
 def cuda_device_names(count: int) -> tuple[str, ...]:
     """Lease names of CUDA devices 0..count-1 as this process sees them, named by the physical device that
     CUDA_VISIBLE_DEVICES maps them to, so two sweeps given different GPUs do not wait for each other."""
@@ -67,6 +75,8 @@ def device_pool(
     gpus = cuda_device_count() if str(accelerator) in CUDA_ACCELERATORS else 0
     if gpus:
         return DevicePool("cuda", cuda_device_names(gpus), int(jobs_per_device))
+    if str(accelerator) in MPS_ACCELERATORS and mps_available():  # a Mac: its one GPU, k jobs on it
+        return DevicePool("mps", ("mps-0",), int(jobs_per_device))
     if int(cpu_jobs) < 1:
         raise ValueError(f"sweep.cpu_jobs={cpu_jobs}: must be at least 1")
     return DevicePool("cpu", tuple(f"cpu-{i}" for i in range(int(cpu_jobs))))

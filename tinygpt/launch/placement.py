@@ -47,7 +47,7 @@ PLACEMENT_LAUNCHER = "placement"  # the option of hydra/launcher that turns plac
 @dataclass
 class Placement:
     lease: Lease
-    kind: str  # "cuda", "cpu" or "simulated"
+    kind: str  # "cuda", "mps", "cpu" or "simulated"
     device: int  # the index of the leased device (several leases share one with sweep.jobs_per_device)
     threads: int
     threads_before: int
@@ -169,8 +169,9 @@ def current() -> Placement | None:
 
 
 def apply_placement(cfg: DictConfig) -> DictConfig:
-    """Called by ``train()``: ``cfg`` with ``trainer.devices=[i]`` when this sweep job leased a slot of CUDA device i,
-    ``cfg`` itself otherwise (no placement, or a CPU / simulated lease: those set threads, not the device).
+    """Called by ``train()``: ``cfg`` with ``trainer.devices=[i]`` when this sweep job leased a slot of CUDA device
+    i (``trainer.accelerator=mps`` for a slot of Apple's GPU), ``cfg`` itself otherwise (no placement, or a CPU /
+    simulated lease: those set threads, not the device).
     Fails the job when it asks for several devices inside a multirun, or when placement should have leased
     it a device and did not (then it could share a GPU)."""
     if not HydraConfig.initialized():
@@ -182,11 +183,14 @@ def apply_placement(cfg: DictConfig) -> DictConfig:
             "automatic placement found no device lease for this job (see the DevicePlacement "
             "warning above); run with hydra/launcher=basic to train without placement"
         )
-    if _current is None or _current.kind != "cuda":
+    if _current is None or _current.kind not in ("cuda", "mps"):
         return cfg
     pinned = copy.deepcopy(cfg)
     with open_dict(pinned):
-        pinned.trainer.devices = [_current.device]
+        if _current.kind == "cuda":
+            pinned.trainer.devices = [_current.device]
+        else:  # Apple's GPU: one device, which every packed job of the sweep shares
+            pinned.trainer.accelerator, pinned.trainer.devices = "mps", 1
     return pinned
 
 
