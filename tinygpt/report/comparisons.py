@@ -19,11 +19,12 @@ from pathlib import Path
 
 from tinygpt.report.jobs import FINISHED, Job
 from tinygpt.report.stats import CONFIDENCE, Comparison, batch_difference, compare
-from tinygpt.train.score_once import flatten
+from tinygpt.train.score_once import NOT_RECIPE, flatten
 
 Key = tuple[str, ...]
-# settings that differ between variants without being what they compare: where and how a run executed
-NOT_COMPARED = ("seed", "name", "run_dir", "resume", "ckpt_path", "data.root", "sweep.", "progress.", "score_once.")
+# settings that differ between variants without being what they compare: the seed, and what says where or how a
+# run executes, which the score-once ledger already keeps out of a recipe
+NOT_COMPARED = ("seed", *NOT_RECIPE)
 
 COMPARISON_COLUMNS = [
     "metric",
@@ -55,7 +56,7 @@ def _config(job: Job) -> dict:
 
 
 def _compared(name: str) -> bool:
-    return not any(name == p or (p.endswith(".") and name.startswith(p)) for p in NOT_COMPARED)
+    return not any(name == p or name.startswith(p + ".") for p in NOT_COMPARED)
 
 
 def varying_settings(groups: Mapping[Key, Sequence[Job]]) -> list[str]:

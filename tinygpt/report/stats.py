@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from scipy import stats
 
@@ -142,10 +142,10 @@ class Comparison:
     n: int  # paired: pairs; unpaired: the variant's runs
     reference_n: int
     unpaired_because: str | None = None
-    verdict: str = field(init=False, default="")
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "verdict", verdict(self.interval))
+    @property
+    def verdict(self) -> str:
+        return verdict(self.interval)
 
 
 def compare(
