@@ -33,15 +33,16 @@ class DeviceChoice:
 
 
 def device_kind(accelerator: str) -> tuple[str, str]:
-    """(the device kind a run with this ``trainer.accelerator`` trains on, why)."""
+    """(the device kind a run with this ``trainer.accelerator`` trains on, why). ``gpu`` is Lightning's "CUDA or
+    Apple's GPU", ``auto`` its "CUDA, then Apple's GPU, then the CPU"."""
     accelerator = str(accelerator)
-    if accelerator in ("cuda", "gpu") or (accelerator == AUTO and torch.cuda.is_available()):
-        return "cuda", f"trainer.accelerator={accelerator}" + (": CUDA is available" if accelerator == AUTO else "")
-    if accelerator == "mps" or (accelerator == AUTO and torch.backends.mps.is_available()):
-        return "mps", f"trainer.accelerator={accelerator}" + (
-            ": no CUDA, Apple's GPU is available" if accelerator == AUTO else ""
-        )
-    return "cpu", f"trainer.accelerator={accelerator}" + (": no CUDA or MPS device" if accelerator == AUTO else "")
+    setting = f"trainer.accelerator={accelerator}"
+    searched = accelerator in (AUTO, "gpu")
+    if accelerator == "cuda" or (searched and torch.cuda.is_available()):
+        return "cuda", setting + (": CUDA is available" if searched else "")
+    if accelerator in ("mps", "gpu") or (searched and torch.backends.mps.is_available()):
+        return "mps", setting + (": no CUDA, Apple's GPU is available" if searched else "")
+    return "cpu", setting + (": no CUDA or MPS device" if searched else "")
 
 
 def auto_precision(kind: str) -> tuple[str, str]:
