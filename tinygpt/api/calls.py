@@ -6,12 +6,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
-from hydra import compose as hydra_compose
-from hydra import initialize_config_dir
 from omegaconf import DictConfig
 
-from tinygpt.cli import CONF
-from tinygpt.cli.config import register_configs
+from tinygpt.cli.config import compose_run_config
 from tinygpt.data.encoded import encode_segments
 from tinygpt.data.tokenizers import Tokenizer
 from tinygpt.data.windows import SlidingWindowDataset
@@ -26,15 +23,13 @@ def compose(overrides: Sequence[str] = (), config_dir: str | Path | None = None)
     """The run config ``tinygpt-train <overrides>`` composes: conf/train.yaml with the same overrides
     (``["experiment=blog", "seed=1"]``), checked against the same typed schemas. ``config_dir``: a folder of one's
     own configs, searched as ``tinygpt-train --config-dir`` searches it (e.g. its ``experiment/<name>.yaml``)."""
-    register_configs()
     overrides = list(overrides)
     if config_dir is not None:
         folder = Path(config_dir).expanduser().resolve()
         if not folder.is_dir():
             raise FileNotFoundError(f"config_dir={config_dir}: no such folder")
         overrides.append(f"hydra.searchpath=[file://{folder}]")
-    with initialize_config_dir(CONF, version_base="1.3"):
-        return hydra_compose("train", overrides=overrides)
+    return compose_run_config(overrides)
 
 
 def train(cfg: DictConfig, run_dir: str | Path) -> dict:

@@ -9,6 +9,14 @@ the data group's (tinygpt/data/config.py), and the run's top-level keys, optim a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from omegaconf import DictConfig
+
+from tinygpt.cli import CONF
+
 
 def register_configs() -> None:
     """Store every schema (idempotent: storing again replaces the same nodes)."""
@@ -19,3 +27,14 @@ def register_configs() -> None:
     register_model_schema()
     register_data_schema()
     register_run_schemas()
+
+
+def compose_run_config(overrides: Sequence[str] = ()) -> DictConfig:
+    """conf/train.yaml composed with ``overrides``, as ``tinygpt-train`` composes it: the Python API's ``compose``
+    and the report's default reference use it. Inside a Hydra app whose search path is conf/ (evaluate's
+    ``sweep_dir=``) it composes through that app's Hydra; elsewhere it initialises Hydra for the call."""
+    register_configs()
+    if GlobalHydra.instance().is_initialized():
+        return compose("train", overrides=list(overrides))
+    with initialize_config_dir(CONF, version_base="1.3"):
+        return compose("train", overrides=list(overrides))

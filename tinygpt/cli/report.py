@@ -17,13 +17,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
 from omegaconf import OmegaConf
 
 from tinygpt.baselines.run import cached_baselines
-from tinygpt.cli import CONF
-from tinygpt.cli.config import register_configs
+from tinygpt.cli.config import compose_run_config
 from tinygpt.report.beside_baselines import sweep_data
 from tinygpt.report.jobs import load_sweep
 from tinygpt.report.report import DEFAULT_METRIC, STYLES, write_report
@@ -33,13 +30,7 @@ from tinygpt.report.tables import METRICS
 def experiment_defaults(overrides: Sequence[str]) -> dict:
     """conf/train.yaml composed with ``overrides`` (the ones every run of the sweep shares), resolved: what the
     experiment gives without the variants' own overrides, which the report's default reference matches."""
-    register_configs()
-    if GlobalHydra.instance().is_initialized():  # called inside a Hydra app whose search path is conf/ (evaluate)
-        cfg = compose("train", overrides=list(overrides))
-    else:
-        with initialize_config_dir(CONF, version_base="1.3"):
-            cfg = compose("train", overrides=list(overrides))
-    return OmegaConf.to_container(cfg, resolve=True)
+    return OmegaConf.to_container(compose_run_config(overrides), resolve=True)
 
 
 def build_parser() -> argparse.ArgumentParser:
