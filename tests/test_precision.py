@@ -59,3 +59,9 @@ def test_a_cpu_run_says_where_it_trains_and_records_the_resolved_precision(tiny_
     assert "[tinygpt] device: cpu (trainer.accelerator=auto: no CUDA or MPS device); precision: 32-true" in out
     saved = json.loads((tmp_path / "run.json").read_text())
     assert saved["config"]["trainer"]["precision"] == "32-true" == record["provenance"][0]["precision"]
+    # each speed switch resolved for the CPU, stated once and recorded with the session
+    assert out.count("[tinygpt] speed on cpu: ") == 1
+    assert "dropout=int16 (auto: int16 masks on a CPU)" in out and "tf32=false (does nothing on cpu" in out
+    session = saved["provenance"][0]
+    assert session["speed"]["values"]["dropout"] == "int16" and session["speed"]["pin_memory"] is False
+    assert session["device_choice"].startswith("device: cpu")

@@ -207,7 +207,15 @@ class TextDataModule(L.LightningDataModule):
             batch_size=None,
             num_workers=0,
             generator=torch.Generator(),
+            pin_memory=self._pin_memory,
         )
+
+    @property
+    def _pin_memory(self) -> bool:
+        """Pinned host memory for a run on CUDA: Lightning then copies each batch to the GPU without blocking
+        (pinned memory is what makes a non-blocking copy asynchronous). The CPU and MPS have nothing to pin."""
+        trainer = self.trainer
+        return trainer is not None and trainer.strategy.root_device.type == "cuda"
 
     def _windows_loader(self, encoded: EncodedText) -> DataLoader:
         dataset = SlidingWindowDataset(
@@ -224,6 +232,7 @@ class TextDataModule(L.LightningDataModule):
             shuffle=False,
             num_workers=0,
             generator=torch.Generator(),
+            pin_memory=self._pin_memory,
         )  # not the global RNG (see train_dataloader)
 
     def val_dataloader(self) -> DataLoader | list:

@@ -18,7 +18,9 @@ from tinygpt.train import provenance
 
 
 class RunRecord(L.Callback):
-    def __init__(self, run_dir: Path, header: dict):
+    def __init__(self, run_dir: Path, header: dict, session: dict | None = None):
+        """session: what this training session adds to its provenance entry (the device choice, the speed
+        switches as resolved there: tinygpt/train/device_settings.py)."""
         self.run_dir = Path(run_dir)
         self.path = record_path(run_dir)
         previous = read_record(run_dir) or {}
@@ -34,6 +36,7 @@ class RunRecord(L.Callback):
         self._started = time.time()
         self._session: dict | None = None  # this session's provenance, from on_train_start
         self._peak: dict = {}
+        self._session_extra = dict(session or {})
         self._wall_before = self.record["wall_time_s"]
 
     def on_train_start(self, trainer, pl_module):
@@ -42,7 +45,7 @@ class RunRecord(L.Callback):
         self.record["resumed_from_step"] = trainer.global_step or None
         sessions = [s for s in self.record["provenance"] if s.get("from_step", 0) < trainer.global_step]
         self._session = provenance.collect(pl_module.device, str(trainer.precision), trainer.global_step)
-        self._session.update(self._peak)
+        self._session.update({**self._session_extra, **self._peak})
         self.record["provenance"] = [*sessions, self._session]
         self._write()
 

@@ -26,10 +26,12 @@ from tinygpt.common.run_folder import (
 from tinygpt.common.say import say
 from tinygpt.data import TextDataModule
 from tinygpt.launch.placement import apply_placement
-from tinygpt.launch.precision import DeviceChoice, choose
+from tinygpt.launch.precision import DeviceChoice, choose, device_kind
 from tinygpt.model import GPTConfig, config_from, families
+from tinygpt.train import device_settings
 from tinygpt.train.checkpoints import AtomicCheckpointIO, check_resumable, read_checkpoint, resume_path
 from tinygpt.train.console import progress_callback, silence_third_party_tips
+from tinygpt.train.device_settings import DeviceSettings
 from tinygpt.train.diagnostics import CollapseDiagnostics
 from tinygpt.train.last_checkpoint import LastCheckpoint, TrainingInterrupted
 from tinygpt.train.logs import OptimizerStepAxis, resume_kwargs
@@ -122,16 +124,22 @@ def build_datamodule(cfg: DictConfig, run: RunConfig) -> TextDataModule:
     return datamodule
 
 
-def build_module(cfg: DictConfig, run: RunConfig, datamodule: TextDataModule) -> GPTModule:
+def device_speed(cfg: DictConfig, run: RunConfig, kind: str | None = None) -> DeviceSettings:
+    """The speed switches resolved for the device the run trains on (``kind``; default: the one
+    ``trainer.accelerator`` picks): tinygpt/train/device_settings.py."""
+    kind = kind or device_kind(cfg.trainer.accelerator)[0]
+    return device_settings.resolve(SpeedConfig.from_node(vars(run.speed)), kind, bool(cfg.trainer.deterministic))
+
+
+def build_module(
+    cfg: DictConfig, run: RunConfig, datamodule: TextDataModule, speed: DeviceSettings | None = None
+) -> GPTModule:
     """The run's LightningModule; the model's initialisation depends on the seed alone, not on data setup."""
     config = model_config(cfg, datamodule.vocab_size)
+    speed = speed or device_speed(cfg, run)
     L.seed_everything(run.seed, workers=True)
     return GPTModule(
-        vars(config),
-        vars(run.optim),
-        cfg.trainer.max_steps,
-        datamodule.tokenizer.to_json(),
-        speed=vars(SpeedConfig.from_node(vars(run.speed))),
+        vars(config), vars(run.optim), cfg.trainer.max_steps, datamodule.tokenizer.to_json(), speed=vars(speed.speed)
     )
 
 
@@ -155,6 +163,8 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict:
     run = validate_run_config(cfg)  # every setting outside model and data, typed, before anything is written
     cfg = apply_placement(cfg)  # sweep jobs: the GPU leased to this job; no multi-device jobs (tinygpt/launch)
     cfg, device = resolve_precision(cfg)  # trainer.precision=auto: per device, recorded as resolved
+    speed = device_speed(cfg, run, device.kind)  # each speed switch on this device (tinygpt/train/device_settings.py)
+    device_settings.apply(speed)  # TF32, and cuBLAS's deterministic workspace, before any matmul of this run
     # progress: a bar on a terminal, one line every N steps in a log (tinygpt/train/console.py); checked first
     progress = (
         [progress_callback(run.progress.style, run.progress.every_n_steps)] if cfg.trainer.enable_progress_bar else []
@@ -162,7 +172,7 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict:
     silence_third_party_tips()
     run_dir = Path(run_dir)
     if rank_zero_only.rank != 0:  # the other ranks of a DDP run: the same run, rank 0 holds its lock
-        return _train(cfg, run, run_dir, progress, device)
+        return _train(cfg, run, run_dir, progress, device, speed)
     try:
         lock = lock_run(run_dir)
     except RunFolderBusy as busy:
@@ -172,10 +182,12 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict:
         say(f"skipping this job: {busy}")
         return read_record(run_dir) or {"status": "running elsewhere", "run_dir": str(run_dir)}
     with lock:
-        return _train(cfg, run, run_dir, progress, device)
+        return _train(cfg, run, run_dir, progress, device, speed)
 
 
-def _train(cfg: DictConfig, run: RunConfig, run_dir: Path, progress: list, device: DeviceChoice) -> dict:
+def _train(
+    cfg: DictConfig, run: RunConfig, run_dir: Path, progress: list, device: DeviceChoice, speed: DeviceSettings
+) -> dict:
     previous = read_record(run_dir)
     # score once: the held-out scoring step(s) and recipe, checked against what a resumed run registered
     registration = check_pre_registration(previous, pre_registration(OmegaConf.to_container(cfg, resolve=True)))
@@ -194,6 +206,10 @@ def _train(cfg: DictConfig, run: RunConfig, run_dir: Path, progress: list, devic
 
     datamodule = build_datamodule(cfg, run)
     say(device.why)
+    say(speed.line())
+    exactness = device_settings.exactness(device.kind, speed.deterministic)
+    if exactness:
+        say(exactness)
     for line in datamodule.summary_lines():
         say(line)
     config = model_config(cfg, datamodule.vocab_size)
@@ -207,7 +223,7 @@ def _train(cfg: DictConfig, run: RunConfig, run_dir: Path, progress: list, devic
         resume_step = int(checkpoint.get("global_step", 0))
         del checkpoint
 
-    module = build_module(cfg, run, datamodule)
+    module = build_module(cfg, run, datamodule, speed)
     n_params = module.model.num_parameters()
     say(f"model: {n_params:,} parameters; run dir: {run_dir}")
 
@@ -220,6 +236,7 @@ def _train(cfg: DictConfig, run: RunConfig, run_dir: Path, progress: list, devic
             "run_dir": str(run_dir),
             **({"score_once": registration} if registration else {}),
         },
+        session={"device_choice": device.why, "speed": speed.record()},
     )
     # a resumed run continues its CSV and TensorBoard histories from the checkpoint's step (tinygpt/train/logs.py)
     loggers = [

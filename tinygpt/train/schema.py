@@ -139,6 +139,7 @@ class SpeedSchema:
     projections: str = "separate"
     optimizer: str = "fused"
     malloc: str = "auto"
+    tf32: bool = False
     peak_flops: float | None = None
 
 

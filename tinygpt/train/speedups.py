@@ -41,6 +41,10 @@ Each switch changes how a step is computed, never what it computes beyond a stat
   "auto" (the default) is keep where the C library is glibc. Nothing computed changes (bit-identical, tested);
   since_gpt2's bf16 step ran 1.40x faster on the project's CPU, the other shapes within noise. Per process,
   applied when the GPTModule is built.
+- `tf32`: CUDA only: float32 matmuls on TF32 tensor cores (true) or in IEEE float32 (false, PyTorch's default).
+
+What each switch resolves to on a CUDA GPU or Apple's GPU, and which do nothing there, is decided once per run by
+tinygpt/train/device_settings.py and stated in the run's first lines.
 
 Defaults are chosen by measurement on the project's 2-core CPU: quiet A/B runs for `attention`, `projections`,
 `compile` and `malloc`, rough ones under load for `optimizer` (docs/benchmarks/train.md says how, and how to re-measure
@@ -84,6 +88,7 @@ class SpeedConfig:
     compile: bool = False
     optimizer: str = "fused"
     malloc: str = "auto"
+    tf32: bool = False
 
     def __post_init__(self) -> None:
         for name, allowed in CHOICES.items():
@@ -95,8 +100,9 @@ class SpeedConfig:
                 f"speed.loss_chunk={self.loss_chunk!r} is not allowed: must be a positive number "
                 "of tokens, or null for automatic"
             )
-        if not isinstance(self.compile, bool):
-            raise ValueError(f"speed.compile={self.compile!r} is not allowed: must be true or false")
+        for name in ("compile", "tf32"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"speed.{name}={getattr(self, name)!r} is not allowed: must be true or false")
 
     @classmethod
     def from_node(cls, node: Any) -> SpeedConfig:
