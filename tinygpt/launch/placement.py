@@ -31,7 +31,7 @@ from typing import Any
 from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from tinygpt.common.files import write_json_atomic
 from tinygpt.common.run_folder import is_finished_and_skipped, placement_path, read_record
@@ -40,6 +40,7 @@ from tinygpt.launch.devices import cpu_cores, device_pool, is_device_list, reque
 from tinygpt.launch.leases import Lease, acquire
 from tinygpt.launch.multidevice import refuse_multi_device_jobs_in_sweep
 from tinygpt.launch.orphans import die_with_parent, exit_if_orphaned
+from tinygpt.launch.packing import AUTO, decide, job_footprint, jobs_per_device, write_plan
 
 PLACEMENT_LAUNCHER = "placement"  # the option of hydra/launcher that turns placement on
 
@@ -87,6 +88,19 @@ class DevicePlacement(Callback):
     """Hydra callback (``hydra.callbacks.device_placement``); see the module docstring. Hydra turns exceptions
     raised in callbacks into warnings, so the checks that must stop a job live in ``apply_placement``."""
 
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """In the launching process, before the launcher is built: ``sweep.jobs_per_device=auto`` decided once
+        for the whole multirun (tinygpt/launch/packing.py)."""
+        if str(config.sweep.get("jobs_per_device", 1)) != AUTO:
+            return
+        if config.hydra.runtime.choices.get("hydra/launcher") != PLACEMENT_LAUNCHER:
+            return
+        sweep = config.sweep
+        pool = device_pool(config.trainer.accelerator, sweep.cpu_jobs, sweep.simulate_devices)
+        plan = decide(config, pool)
+        write_plan(config.hydra.sweep.dir, plan)
+        say(plan["why"])
+
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         die_with_parent()  # a worker of a killed launcher stops instead of training on (orphans.py)
         release()
@@ -108,9 +122,8 @@ def place(config: DictConfig) -> Placement | None:
         _skipping = True
         return None
     sweep = config.sweep
-    pool = device_pool(
-        config.trainer.accelerator, sweep.cpu_jobs, sweep.simulate_devices, sweep.get("jobs_per_device", 1)
-    )
+    per_device = jobs_per_device(sweep.get("jobs_per_device", 1), OmegaConf.select(config, "hydra.sweep.dir"))
+    pool = device_pool(config.trainer.accelerator, sweep.cpu_jobs, sweep.simulate_devices, per_device)
     lease_dir = Path(sweep.lease_dir) if sweep.lease_dir else default_lease_dir()
     lease = acquire(
         lease_dir,
@@ -139,6 +152,11 @@ def place(config: DictConfig) -> Placement | None:
         "acquired_at": lease.acquired_at,
         "released_at": None,
     }
+    if pool.kind in ("cuda", "mps"):  # beside run.json's allocator peak, the check of the packing estimate
+        try:
+            record["footprint_estimate_bytes"] = job_footprint(config, pool.kind)[0].total
+        except ValueError:  # a family the estimate does not cover (the LSTM)
+            record["footprint_estimate_bytes"] = None
     _current = Placement(lease, pool.kind, device, threads, threads_before, placement_path(output_dir), record)
     _write(_current)
     slot = f", slot {pool.slot_of(lease.index) + 1} of {pool.slots}" if pool.slots > 1 else ""

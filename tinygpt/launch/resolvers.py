@@ -13,6 +13,7 @@ import hashlib
 from omegaconf import OmegaConf
 
 from tinygpt.launch.devices import device_count, parallel_jobs
+from tinygpt.launch.packing import jobs_per_device
 
 MAX_NAME = 200  # file systems allow 255 bytes per path component
 
@@ -29,9 +30,15 @@ def job_dir_name(override_dirname: str) -> str:
     return name
 
 
+def placement_jobs(accelerator, cpu_jobs, simulate_devices, per_device, sweep_dir=None) -> int:
+    """Placement's ``n_jobs``: one worker per lease of the pool; ``sweep.jobs_per_device=auto`` read from the plan
+    the multirun made in its sweep folder (tinygpt/launch/packing.py)."""
+    return parallel_jobs(accelerator, cpu_jobs, simulate_devices, jobs_per_device(per_device, sweep_dir))
+
+
 RESOLVERS = {
     "tinygpt.job_dir": job_dir_name,
-    "tinygpt.parallel_jobs": parallel_jobs,
+    "tinygpt.parallel_jobs": placement_jobs,
     "tinygpt.device_count": device_count,
 }
 

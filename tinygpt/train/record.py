@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import lightning as L
+import torch
 from lightning.pytorch.utilities import rank_zero_only
 
 from tinygpt.common.run_folder import DEV, DEV_BITS_PER_BYTE, DEV_LOSS, read_record, record_path, write_record
@@ -72,6 +73,13 @@ class RunRecord(L.Callback):
             DEV_LOSS: min(p[DEV_LOSS] for p in self.record["curve"]),
         }
         self._write()
+
+    def on_train_end(self, trainer, pl_module):
+        # a CUDA session's allocator peak, beside the footprint that sweep.jobs_per_device=auto estimated for it
+        # (tinygpt/launch/footprint.py): the figure that checks the estimate on a GPU
+        if pl_module.device.type == "cuda" and self._session is not None:
+            self._session["peak_memory_reserved_bytes"] = torch.cuda.max_memory_reserved(pl_module.device)
+            self._write()
 
     def update(self, **fields) -> None:
         """Add or replace top-level fields (e.g. a callback's measurements) and write the record."""

@@ -70,13 +70,20 @@ class SampleConfig:
 @dataclass
 class SweepConfig:
     cpu_jobs: int = 1
-    jobs_per_device: int = 1
+    jobs_per_device: Any = 1  # a positive integer, or "auto" (tinygpt/launch/packing.py)
     simulate_devices: int | None = None
     lease_dir: str | None = None
 
     def __post_init__(self) -> None:
         require(self.cpu_jobs >= 1, "sweep.cpu_jobs", self.cpu_jobs, "a positive integer")
-        require(self.jobs_per_device >= 1, "sweep.jobs_per_device", self.jobs_per_device, "a positive integer")
+        require(
+            self.jobs_per_device == "auto"
+            or (isinstance(self.jobs_per_device, int) and not isinstance(self.jobs_per_device, bool))
+            and self.jobs_per_device >= 1,
+            "sweep.jobs_per_device",
+            self.jobs_per_device,
+            "a positive integer or auto",
+        )
         require(
             self.simulate_devices is None or self.simulate_devices >= 1,
             "sweep.simulate_devices",
