@@ -6,10 +6,16 @@
     python scripts/bench_train.py --shapes since_gpt2 --ab speed.loss=full,chunked --no-plain   # A/B a switch
     python scripts/bench_train.py --set speed.compile=true --warmup 5                           # any override
     python scripts/bench_train.py --set speed.malloc=system      # per-process switches: one process per value
+    python scripts/bench_train.py --device cuda --shapes blog --precisions 32-true,bf16-mixed --no-plain
 
 Shapes (the issue's, as in ../shared/peers/shapes.py): `blog` (003's experiment: PEPs, characters, dropout
 0.2), `llama003` (Tiny Shakespeare, BPE 2,048, dropout 0), `nanogpt_d02` / `nanogpt_d0` (nanoGPT's
-architecture, characters, dropout 0.2 / 0), `since_gpt2` (000's 29M model, GPT-2 tokens, 16 x 128).
+architecture, characters, dropout 0.2 / 0), `since_gpt2` (000's 29M model, GPT-2 tokens, 16 x 128), and `smoke`
+(experiment=smoke's tiny model: the device check's --smoke mode, which exercises this script on a CPU).
+
+`--device cuda` (or mps) times the same runs on a GPU: the speed switches resolved for that device as a run
+resolves them (tinygpt/train/device_settings.py), batches copied to it, each step's end timed after the device
+has finished it (torch.cuda.synchronize), and the matmul peak measured on the device.
 
 Why it is built this way:
 - Every run of a round is a fresh model from the same seed on the same batches, and the runs are interleaved
@@ -28,7 +34,6 @@ Speed is measured here, never in tests. On a machine shared with other jobs ever
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
 import time
 from pathlib import Path
@@ -41,8 +46,10 @@ import tinygpt.train  # noqa: F401  (registers the config's resolvers)
 from tinygpt.cli.config import register_configs
 from tinygpt.data import TextDataModule
 from tinygpt.model.families import flops_per_token
+from tinygpt.train import device_settings
 from tinygpt.train.module import GPTModule
 from tinygpt.train.optim import OptimConfig, build_optimizer
+from tinygpt.train.provenance import device_name
 from tinygpt.train.run import model_config
 from tinygpt.train.speed import compute_dtype, matmul_peak
 from tinygpt.train.speedups import SpeedConfig, optimizer_flags
@@ -62,32 +69,47 @@ SHAPES = {
     "nanogpt_d02": [*NANOGPT, "model.dropout=0.2"],
     "nanogpt_d0": [*NANOGPT, "model.dropout=0"],
     "since_gpt2": ["experiment=since_gpt2"],
+    "smoke": ["experiment=smoke"],
 }
 PRECISIONS = ("32-true", "bf16-mixed")
+DEVICES = ("cpu", "cuda", "mps")
+PER_PROCESS = ("speed.malloc", "speed.tf32")  # settings of the process: one invocation per value
+
+
+def synchronize(device: str) -> None:
+    """Wait for the device to finish its queued work, so a timestamp marks the end of a step, not its launch."""
+    if device == "cuda":
+        torch.cuda.synchronize()
+    elif device == "mps":
+        torch.mps.synchronize()
 
 
 class StepTimes(L.Callback):
-    def __init__(self):
+    def __init__(self, device: str = "cpu"):
+        self.device = device
         self.start = 0.0
         self.ends: list[float] = []
 
     def on_train_start(self, trainer, pl_module):
+        synchronize(self.device)
         self.start = time.perf_counter()
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        synchronize(self.device)
         self.ends.append(time.perf_counter())
 
 
-def plain_loop(module: GPTModule, batches, steps: int, precision: str) -> tuple[float, list[float]]:
+def plain_loop(module: GPTModule, batches, steps: int, precision: str, device: str) -> tuple[float, list[float]]:
     """What the Trainer does, by hand: loss (module.compute_loss), backward, clip, AdamW, schedule."""
-    model = module.train()
+    model = module.to(device).train()
     optimizer, schedule = build_optimizer(
         module.model, module.optim_config, steps, optimizer_flags(module.speed_config)
     )
-    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16-mixed")
+    autocast = torch.autocast(device, dtype=torch.bfloat16, enabled=precision == "bf16-mixed")
+    synchronize(device)
     start, ends = time.perf_counter(), []
     for step in range(steps):
-        x, y = batches.batch(step)
+        x, y = (t.to(device, non_blocking=True) for t in batches.batch(step))
         with autocast:
             loss, aux = model.compute_loss(x, y)
         optimizer.zero_grad(set_to_none=True)
@@ -96,12 +118,13 @@ def plain_loop(module: GPTModule, batches, steps: int, precision: str) -> tuple[
             torch.nn.utils.clip_grad_norm_(module.parameters(), module.optim_config.grad_clip)
         optimizer.step()
         schedule.step()
+        synchronize(device)
         ends.append(time.perf_counter())
     return start, ends
 
 
-def lightning_loop(module: GPTModule, datamodule, steps: int, precision: str) -> tuple[float, list[float]]:
-    timer = StepTimes()
+def lightning_loop(module: GPTModule, datamodule, steps: int, precision: str, device: str) -> tuple[float, list[float]]:
+    timer = StepTimes(device)
     trainer = L.Trainer(
         max_steps=steps,
         precision=precision,
@@ -113,7 +136,7 @@ def lightning_loop(module: GPTModule, datamodule, steps: int, precision: str) ->
         max_epochs=-1,
         callbacks=[timer],
         gradient_clip_val=module.optim_config.grad_clip,
-        accelerator="cpu",
+        accelerator=device,
         devices=1,
     )
     trainer.fit(module, datamodule=datamodule)
@@ -132,6 +155,7 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], help="an override for every run, e.g. speed.compile=true")
     parser.add_argument("--no-plain", action="store_true", help="skip the plain-loop reference")
     parser.add_argument("--out", type=Path, default=None, help="also write the Markdown table here")
+    parser.add_argument("--device", default="cpu", choices=DEVICES, help="where to train (default: cpu)")
     args = parser.parse_args()
 
     shapes = args.shapes.split(",")
@@ -147,10 +171,10 @@ def main() -> None:
         key, _, values = args.ab.partition("=")
         if not values:
             parser.error(f"--ab {args.ab!r}: expected KEY=A,B, e.g. speed.loss=full,chunked")
-        if key == "speed.malloc":  # the setting belongs to the process: every variant would run with the last one
+        if key in PER_PROCESS:  # the setting belongs to the process: every variant would run with the last one
             parser.error(
-                "--ab speed.malloc=...: malloc's thresholds are per process; run one process per value, "
-                "interleaved (--set speed.malloc=keep, then --set speed.malloc=system)"
+                f"--ab {key}=...: the setting belongs to the process; run one process per value, "
+                f"interleaved (--set {key}=A, then --set {key}=B)"
             )
         variants = [[f"{key}={value}"] for value in values.split(",")]
     loops = ("lightning",) if args.no_plain else ("plain", "lightning")
@@ -161,7 +185,8 @@ def main() -> None:
         for variant in variants:
             with initialize_config_dir(str(CONF), version_base="1.3"):
                 cfg = compose("train", overrides=[*SHAPES[name], *args.set, *variant])
-            SpeedConfig.from_node(cfg.speed)  # a bad switch fails here, before any timing
+            # the switches as a run on this device resolves them; a bad one fails here, before any timing
+            device_settings.apply(device_settings.resolve(SpeedConfig.from_node(cfg.speed), args.device))
             if datamodule is None:
                 datamodule = TextDataModule(cfg.data, context_length=cfg.model.context_length, seed=0)
                 datamodule.setup("fit")
@@ -172,20 +197,20 @@ def main() -> None:
     peaks: dict[str, list[float]] = {p: [] for p in precisions}
     for round_ in range(args.repeats):
         for precision in precisions:
-            peaks[precision].append(matmul_peak(compute_dtype(precision)))
+            peaks[precision].append(matmul_peak(compute_dtype(precision), args.device))
         for (name, variant), (cfg, datamodule) in settings.items():
             config = model_config(cfg, datamodule.vocab_size)
             optim = vars(OptimConfig.from_omegaconf(cfg.optim))
-            speed = vars(SpeedConfig.from_node(cfg.speed))
+            speed = vars(device_settings.resolve(SpeedConfig.from_node(cfg.speed), args.device).speed)
             tokens = cfg.data.batch_size * config.context_length
             for precision in precisions:
                 for loop in loops:
                     torch.manual_seed(0)
                     module = GPTModule(vars(config), optim, steps, speed=speed)
                     if loop == "plain":
-                        start, ends = plain_loop(module, datamodule.train_batches, steps, precision)
+                        start, ends = plain_loop(module, datamodule.train_batches, steps, precision, args.device)
                     else:
-                        start, ends = lightning_loop(module, datamodule, steps, precision)
+                        start, ends = lightning_loop(module, datamodule, steps, precision, args.device)
                     rate = tokens * args.steps / (ends[-1] - ends[args.warmup - 1])
                     flops = flops_per_token(module.model)
                     mfu = rate * flops / peaks[precision][-1]
@@ -197,7 +222,7 @@ def main() -> None:
                     )
 
     lines = [
-        f"`python scripts/bench_train.py {' '.join(_given_args())}` on {platform.machine()}, "
+        f"`python scripts/bench_train.py {' '.join(_given_args())}` on {device_name(torch.device(args.device))}, "
         f"{torch.get_num_threads()} torch threads, torch {torch.__version__}: {args.repeats} interleaved rounds of "
         f"{args.warmup} + {args.steps} steps; median over the rounds (spread: min-max). Matmul peak measured "
         "in-process: " + ", ".join(f"{p} {statistics.median(v) / 1e9:.0f} GFLOP/s" for p, v in peaks.items()) + ".",
