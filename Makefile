@@ -15,7 +15,7 @@ ifneq ($(wildcard ../shared/data),)
 export TINYGPT_DATA ?= $(abspath ../shared/data)
 endif
 
-.PHONY: install train test lint tensorboard clean
+.PHONY: install train test lint tensorboard clean device-check
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,11 @@ test: install
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+
+# On a GPU machine: the device tests, speed, packing and the spec's two tables, into $(OUT) (docs/benchmarks/gpu.md)
+OUT ?= device-check
+device-check:
+	$(PYTHON) scripts/device_check.py --out $(OUT) $(ARGS)
 
 tensorboard: install
 	$(VENV)/bin/tensorboard --logdir outputs

@@ -173,7 +173,7 @@ def main() -> None:
             parser.error(f"--ab {args.ab!r}: expected KEY=A,B, e.g. speed.loss=full,chunked")
         if key in PER_PROCESS:  # the setting belongs to the process: every variant would run with the last one
             parser.error(
-                f"--ab {key}=...: the setting belongs to the process; run one process per value, "
+                f"--ab {key}=...: the setting is per process; run one process per value, "
                 f"interleaved (--set {key}=A, then --set {key}=B)"
             )
         variants = [[f"{key}={value}"] for value in values.split(",")]

@@ -209,8 +209,11 @@ def bench(check: Check) -> None:
         check.rows.append((f"bench ({name})", _status(status), wall, f"[{name}]({name})" if status == 0 else ""))
 
 
-def sweep(check: Check, name: str, overrides: list[str], style: str, share: float | None) -> tuple[int | None, float]:
-    """One multirun into --work/<name>, then its report; the small files copied into DIR/<name>."""
+def sweep(
+    check: Check, name: str, overrides: list[str], style: str, share: float | None, report: bool = True
+) -> tuple[int | None, float]:
+    """One multirun into --work/<name>, then its report (unless ``report`` is false); the small files copied into
+    DIR/<name>."""
     sweep_dir = check.work / name
     pool = ["sweep.simulate_devices=1"] if check.smoke else [f"trainer.accelerator={check.device}"]
     command = check.python(
@@ -223,8 +226,9 @@ def sweep(check: Check, name: str, overrides: list[str], style: str, share: floa
         "progress.every_n_steps=100",
     )
     status, wall = check.run(name, command, f"{name}.log", share)
-    if sweep_dir.is_dir():
+    if sweep_dir.is_dir() and report:
         check.run(f"{name} report", check.python("scripts/report.py", str(sweep_dir), "--style", style), f"{name}.log")
+    if sweep_dir.is_dir():
         kept = check.out / name
         kept.mkdir(exist_ok=True)
         for file in KEPT:
@@ -240,11 +244,13 @@ def sweep(check: Check, name: str, overrides: list[str], style: str, share: floa
 
 def design_card(check: Check) -> None:
     """The card's four jobs one at a time per device, then four packed on it: the packing's throughput gain."""
-    overrides = [*SMOKE_MODEL] if check.smoke else []
+    # --smoke: two of the card's jobs, packed two to a device, and no report (the tables' step writes one)
+    card = [CARD[0], "seed=0", *SMOKE_MODEL] if check.smoke else CARD
     packed = 2 if check.smoke else 4
     walls = {}
     for k in (1, packed):
-        status, wall = sweep(check, f"card_k{k}", [*CARD, *overrides, f"sweep.jobs_per_device={k}"], "steps", 120)
+        overrides = [*card, f"sweep.jobs_per_device={k}"]
+        status, wall = sweep(check, f"card_k{k}", overrides, "steps", 120, report=not check.smoke)
         walls[k] = wall if status == 0 else None
         check.rows.append((f"design card, jobs_per_device={k}", _status(status), wall, ""))
     if walls[1] and walls[packed]:

@@ -1,7 +1,8 @@
 """tinygpt on a GPU: marked ``cuda`` / ``mps`` and skipped, naming the reason, where the device is absent.
 
 What a GPU must show that the CPU suite cannot: every architecture switch's forward and backward on the device
-against the CPU in float64 (within a stated tolerance), cached == uncached generation, bit-exact resume with
+against the CPU in float64 (within a stated tolerance), the chunked loss and int16 dropout masks there, cached ==
+uncached generation, bit-exact resume with
 ``trainer.deterministic=true``, two jobs packed on one device by a sweep, compile, and bf16 / 16-mixed training.
 
 ``TINYGPT_DEVICE_TESTS_ON=cpu`` runs the ``cuda`` tests on the CPU instead (scripts/device_check.py --smoke, run
@@ -23,6 +24,8 @@ from model_variants import VARIANTS
 
 from tinygpt.common.run_folder import DEV_BITS_PER_BYTE
 from tinygpt.model import GPT, GPTConfig, generate
+from tinygpt.model.dropout import dropout
+from tinygpt.model.fused_loss import linear_cross_entropy
 from tinygpt.train.run import train
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,6 +75,35 @@ def test_every_switch_forward_and_backward_on_the_device_matches_the_cpu(device,
     torch.testing.assert_close(loss.double().cpu(), reference, **FP32_TOLERANCE)
     for got, expected in zip(grads, reference_grads, strict=True):
         torch.testing.assert_close(got.double().cpu(), expected, **FP32_TOLERANCE)
+
+
+def test_the_chunked_loss_on_the_device_matches_the_cpu(device):
+    """speed.loss=chunked (the head fused with the cross-entropy over chunks) against the full logits in float64."""
+    generator = torch.Generator().manual_seed(3)
+    hidden = torch.randn(300, 32, generator=generator, dtype=torch.float64)
+    weight = torch.randn(61, 32, generator=generator, dtype=torch.float64) * 0.1
+    targets = torch.randint(0, 61, (300,), generator=generator)
+    reference = torch.nn.functional.cross_entropy(hidden @ weight.T, targets)
+    h, w = (t.float().to(device).requires_grad_() for t in (hidden, weight))
+    loss = linear_cross_entropy(h, w, targets.to(device), chunk=64)
+    grad_h, grad_w = torch.autograd.grad(loss, (h, w))
+    expected = torch.autograd.grad(
+        torch.nn.functional.cross_entropy(hidden.requires_grad_() @ weight.requires_grad_().T, targets),
+        (hidden, weight),
+    )
+    torch.testing.assert_close(loss.double().cpu(), reference, **FP32_TOLERANCE)
+    torch.testing.assert_close(grad_h.double().cpu(), expected[0], **FP32_TOLERANCE)
+    torch.testing.assert_close(grad_w.double().cpu(), expected[1], **FP32_TOLERANCE)
+
+
+def test_int16_dropout_masks_on_the_device_keep_the_expectation(device):
+    """speed.dropout=int16 on the device: the drop rate is p (rounded to 1/65,536) and the kept values are scaled
+    so the mean is kept, within sampling error over 4M elements."""
+    torch.manual_seed(0)
+    x = torch.ones(2048, 2048, device=device)
+    y = dropout(x, 0.2, True, "int16")
+    dropped = (y == 0).float().mean().item()
+    assert abs(dropped - 0.2) < 2e-3 and abs(y.mean().item() - 1.0) < 3e-3
 
 
 @pytest.mark.parametrize("name", ["rope", "alibi", "gqa", "learned"])

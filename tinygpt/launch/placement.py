@@ -35,7 +35,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from tinygpt.common.files import write_json_atomic
 from tinygpt.common.run_folder import is_finished_and_skipped, placement_path, read_record
-from tinygpt.common.say import say
+from tinygpt.common.say import PREFIX, say
 from tinygpt.launch.devices import cpu_cores, device_pool, is_device_list, requested_devices
 from tinygpt.launch.leases import Lease, acquire
 from tinygpt.launch.multidevice import refuse_multi_device_jobs_in_sweep
@@ -99,7 +99,8 @@ class DevicePlacement(Callback):
         pool = device_pool(config.trainer.accelerator, sweep.cpu_jobs, sweep.simulate_devices)
         plan = decide(config, pool)
         write_plan(config.hydra.sweep.dir, plan)
-        say(plan["why"])
+        # printed, not logged: in the launching process Hydra's own logging would print the line a second time
+        print(PREFIX + plan["why"], flush=True)
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         die_with_parent()  # a worker of a killed launcher stops instead of training on (orphans.py)
