@@ -4,6 +4,8 @@ Each test registers a new name (monkeypatched, so the registry is restored) and 
 it, the builder dispatches to it, and a bad name's error lists it: a second list of names anywhere would fail.
 """
 
+from pathlib import Path
+
 import pytest
 import torch
 from torch import nn
@@ -108,3 +110,19 @@ def test_family_registry_gives_names_errors_and_dispatch():
     assert isinstance(build_model(GPTConfig(**SMALL)), GPT)
     with pytest.raises(ValueError, match="model.family='rnn' is not allowed; choose one of gpt, lstm"):
         family_of({"family": "rnn"})
+
+
+@pytest.mark.parametrize(("group", "registry"), [("position", POSITIONS), ("norm", NORMS), ("mlp", MLPS)])
+def test_each_registered_choice_has_one_yaml_in_its_config_group(group, registry):
+    """conf/model/<group>/<name>.yaml for every name in the registry and no other: `model/<group>=<name>` composes
+    exactly what `model.<group>=<name>` sets."""
+    from hydra import compose, initialize_config_dir
+
+    from tinygpt.cli import CONF
+
+    folder = Path(CONF) / "model" / group
+    assert {p.stem for p in folder.glob("*.yaml")} == set(registry)
+    for name in registry:
+        with initialize_config_dir(CONF, version_base="1.3"):
+            cfg = compose("train", overrides=[f"model/{group}={name}"])
+        assert cfg.model[group] == name

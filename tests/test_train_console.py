@@ -35,6 +35,8 @@ def test_every_entry_point_is_the_script_of_the_same_name():
         "tinygpt-export",
         "tinygpt-import-hf",
         "tinygpt-params",
+        "tinygpt-analyze",
+        "tinygpt-baselines",
     } <= set(ENTRY_POINTS)
     for command, target in ENTRY_POINTS.items():
         module, function = target.split(":")

@@ -1,9 +1,10 @@
 """The command-line programs: each module's `main` is both a console entry point and a scripts/*.py file.
 
 pyproject.toml installs them as tinygpt-train, tinygpt-evaluate, tinygpt-generate, tinygpt-report,
-tinygpt-params, tinygpt-export and tinygpt-import-hf; scripts/<name>.py calls the same `main`, so the two are
-the same program. Hydra's config_path is given as an absolute path (CONF): a relative one is resolved against
-the *module* (pkg://...) when the function is imported rather than run as __main__. The configs are package
+tinygpt-params, tinygpt-export, tinygpt-import-hf, tinygpt-analyze and tinygpt-baselines; scripts/<name>.py
+calls the same `main`, so the two are the same program. Hydra's config_path is given as an absolute path (CONF):
+a relative one is resolved against the *module* (pkg://...) when the function is imported rather than run as
+__main__. The configs are package
 data (tinygpt/conf/), so a wheel carries them and an installed tinygpt-train finds them from any folder.
 """
 
