@@ -81,3 +81,33 @@ def pytest_sessionstart(session):
 
 
 PYTHON = sys.executable
+
+
+@pytest.fixture
+def restore_threads():
+    """torch's thread count (which device placement sets) and this process's lease, put back after the test."""
+    import torch
+
+    from tinygpt.launch import placement
+
+    before = torch.get_num_threads()
+    yield before
+    placement.release()
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
+def crash_at_step_6(monkeypatch):
+    """Makes training raise "simulated crash" in step 6 (after last.ckpt at step 4); call the returned function to
+    train normally again."""
+    from tinygpt.train.module import GPTModule
+
+    original = GPTModule.training_step
+
+    def crashing(self, batch, batch_idx):
+        if self.global_step == 5:
+            raise RuntimeError("simulated crash")
+        return original(self, batch, batch_idx)
+
+    monkeypatch.setattr(GPTModule, "training_step", crashing)
+    return lambda: monkeypatch.setattr(GPTModule, "training_step", original)

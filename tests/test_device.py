@@ -120,24 +120,15 @@ def _weights(run_dir: Path) -> dict[str, torch.Tensor]:
     return checkpoint["state_dict"]
 
 
-def test_resume_is_bit_exact_with_deterministic_mode(device, tiny_cfg, tmp_path, monkeypatch):
+def test_resume_is_bit_exact_with_deterministic_mode(device, tiny_cfg, tmp_path, crash_at_step_6):
     """Stopped after step 4's checkpoint and resumed: the weights at step 8 equal the uninterrupted run's, bit for
     bit, with dropout on (the device's RNG state) and TF32 off."""
-    from tinygpt.train.module import GPTModule
-
     overrides = ("model.dropout=0.1", f"trainer.accelerator={device}", "trainer.deterministic=true")
-    train(tiny_cfg(*overrides), tmp_path / "whole")
-    original = GPTModule.training_step
-
-    def crash_at_step_6(self, batch, batch_idx):
-        if self.global_step == 5:
-            raise RuntimeError("simulated crash")
-        return original(self, batch, batch_idx)
-
-    monkeypatch.setattr(GPTModule, "training_step", crash_at_step_6)
+    stop_crashing = crash_at_step_6
     with pytest.raises(RuntimeError, match="simulated crash"):
         train(tiny_cfg(*overrides), tmp_path / "stopped")
-    monkeypatch.setattr(GPTModule, "training_step", original)
+    stop_crashing()
+    train(tiny_cfg(*overrides), tmp_path / "whole")
     record = train(tiny_cfg(*overrides), tmp_path / "stopped")
     assert record["resumed_from_step"] == 4 and record["provenance"][-1]["device_type"] == device
     whole, resumed = _weights(tmp_path / "whole"), _weights(tmp_path / "stopped")

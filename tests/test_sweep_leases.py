@@ -132,14 +132,6 @@ def job_config(tmp_path, *, launcher="placement", mode=RunMode.MULTIRUN, devices
     )
 
 
-@pytest.fixture
-def restore_threads():
-    before = torch.get_num_threads()
-    yield before
-    placement.release()
-    torch.set_num_threads(before)
-
-
 def test_callback_leases_a_device_divides_threads_and_releases_after_a_failed_job(tmp_path, restore_threads):
     config = job_config(tmp_path)
     callback = placement.DevicePlacement()

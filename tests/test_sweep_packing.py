@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
@@ -47,14 +46,6 @@ SHAPES = [
     ),
 ]
 BATCH = 8
-
-
-@pytest.fixture
-def restore_threads():
-    before = torch.get_num_threads()
-    yield before
-    placement.release()
-    torch.set_num_threads(before)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the probe reads Linux's /proc/self/status")

@@ -111,25 +111,17 @@ def test_seed_zero_is_a_seed(tiny_cfg, tmp_path):
     assert losses["a0"] != losses["c1"]
 
 
-def test_exact_resume_after_a_crash(tiny_cfg, tmp_path, monkeypatch):
+def test_exact_resume_after_a_crash(tiny_cfg, tmp_path, crash_at_step_6):
     """Stopped at step 6 (last.ckpt at 4) and resumed: steps 5-8 match the uninterrupted run to 1e-6,
     with dropout on (the RNG state) and a cosine schedule (the scheduler state)."""
     overrides = ("model.dropout=0.1", "optim/schedule=cosine")
-    train(tiny_cfg(*overrides), tmp_path / "whole")
-    reference = train_losses(tmp_path / "whole")
-
-    original = GPTModule.training_step
-
-    def crash_at_step_6(self, batch, batch_idx):
-        if self.global_step == 5:
-            raise RuntimeError("simulated crash")
-        return original(self, batch, batch_idx)
-
-    monkeypatch.setattr(GPTModule, "training_step", crash_at_step_6)
+    stop_crashing = crash_at_step_6
     with pytest.raises(RuntimeError, match="simulated crash"):
         train(tiny_cfg(*overrides), tmp_path / "stopped")
     assert json.loads((tmp_path / "stopped" / "run.json").read_text())["status"] == "failed"
-    monkeypatch.setattr(GPTModule, "training_step", original)
+    stop_crashing()
+    train(tiny_cfg(*overrides), tmp_path / "whole")
+    reference = train_losses(tmp_path / "whole")
 
     record = train(tiny_cfg(*overrides), tmp_path / "stopped")
     assert record["status"] == "finished" and record["resumed_from_step"] == 4
