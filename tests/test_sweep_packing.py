@@ -126,6 +126,11 @@ def test_the_plan_is_made_once_per_multirun_and_read_by_n_jobs_and_every_lease(m
         assert (held.record["jobs_per_device"], held.record["pool"]) == (3, ["sim-0", "sim-1"])
     finally:
         placement.release()
+    # a later launch whose decision fails leaves no plan behind (the earlier one would be read as this one's)
+    monkeypatch.setattr(packing, "free_memory", lambda kind, index: (_ for _ in ()).throw(RuntimeError("no probe")))
+    with pytest.raises(RuntimeError, match="no probe"):
+        placement.DevicePlacement().on_multirun_start(cfg)
+    assert not (sweep_dir / packing.PLAN).exists()
 
 
 def test_auto_without_a_plan_and_bad_values_are_refused(tmp_path):

@@ -40,7 +40,7 @@ from tinygpt.launch.devices import cpu_cores, device_pool, is_device_list, reque
 from tinygpt.launch.leases import Lease, acquire
 from tinygpt.launch.multidevice import refuse_multi_device_jobs_in_sweep
 from tinygpt.launch.orphans import die_with_parent, exit_if_orphaned
-from tinygpt.launch.packing import AUTO, decide, job_footprint, jobs_per_device, write_plan
+from tinygpt.launch.packing import AUTO, PLAN, decide, job_footprint, jobs_per_device, write_plan
 
 PLACEMENT_LAUNCHER = "placement"  # the option of hydra/launcher that turns placement on
 
@@ -96,6 +96,9 @@ class DevicePlacement(Callback):
         if config.hydra.runtime.choices.get("hydra/launcher") != PLACEMENT_LAUNCHER:
             return
         sweep = config.sweep
+        # a plan from an earlier launch must not outlive a decision that fails now (Hydra turns a callback's
+        # exception into a warning; the launcher's n_jobs then stops the multirun, naming the missing plan)
+        (Path(config.hydra.sweep.dir) / PLAN).unlink(missing_ok=True)
         pool = device_pool(config.trainer.accelerator, sweep.cpu_jobs, sweep.simulate_devices)
         plan = decide(config, pool)
         write_plan(config.hydra.sweep.dir, plan)
