@@ -1,5 +1,6 @@
-"""The packages stack one way: no module imports a package above its own layer, and Hydra's private API is used
-nowhere.
+"""The packages stack one way: no module imports a package above its own layer, no modules import each other
+(not even from inside a function, where a cycle hides from Python but not from the design), and Hydra's private
+API is used nowhere.
 
 Every module of tinygpt/ is parsed (ast, so imports inside functions and under TYPE_CHECKING count too, and
 relative imports are resolved) and each import of another tinygpt package is checked against LAYERS. Packages
@@ -104,6 +105,82 @@ def upward_imports(root: Path) -> list[str]:
                 kind = "a sibling of its layer" if other_rank == own_rank else f"layer {other_rank} > {own_rank}"
                 problems.append(f"{where}: tinygpt.{own} imports {name} ({kind})")
     return problems
+
+
+def runtime_imports(tree: ast.AST, module: str, is_package: bool) -> list[tuple[int, str]]:
+    """``imported_modules`` less the imports under ``if TYPE_CHECKING:`` (annotations only: they never run), with
+    ``from a.b import c`` also counted as importing ``a.b.c`` (a submodule, when it is one)."""
+    typing_only = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            typing_only |= {id(inner) for inner in ast.walk(node)}
+    kept = ast.Module(body=[], type_ignores=[])
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in typing_only:
+            kept.body = [node]
+            found += imported_modules(kept, module, is_package)
+            if isinstance(node, ast.ImportFrom):
+                base = imported_modules(kept, module, is_package)[0][1]
+                found += [(node.lineno, f"{base}.{alias.name}") for alias in node.names]
+    return found
+
+
+def import_cycles(root: Path) -> list[list[str]]:
+    """Groups of tinygpt modules that import each other, directly or round a loop, counting imports inside
+    functions (the usual way to hide a cycle from Python, not from the design); each group sorted."""
+    modules = {module_name(p, root): p for p in sorted((root / TOP).rglob("*.py"))}
+    graph = {
+        name: {
+            other
+            for _, other in runtime_imports(ast.parse(path.read_text()), name, path.name == "__init__.py")
+            if other in modules and other != name
+        }
+        for name, path in modules.items()
+    }
+    order, low, stack, on_stack, cycles = {}, {}, [], set(), []
+
+    def visit(node: str) -> None:  # Tarjan's strongly connected components
+        order[node] = low[node] = len(order)
+        stack.append(node)
+        on_stack.add(node)
+        for other in sorted(graph[node]):
+            if other not in order:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], order[other])
+        if low[node] == order[node]:
+            group = []
+            while not group or group[-1] != node:
+                group.append(stack.pop())
+                on_stack.discard(group[-1])
+            if len(group) > 1:
+                cycles.append(sorted(group))
+
+    for name in modules:
+        if name not in order:
+            visit(name)
+    return sorted(cycles)
+
+
+def test_no_modules_import_each_other_even_inside_functions():
+    assert import_cycles(REPO) == []
+
+
+def test_a_cycle_hidden_inside_a_function_is_found_and_type_checking_imports_are_not(tmp_path):
+    root = plant(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "train/__init__.py": "",
+            "train/a.py": "from tinygpt.train.b import thing\n",
+            "train/b.py": "def thing():\n    from tinygpt.train.a import other\n",
+            "train/c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from tinygpt.train.d import T\n",
+            "train/d.py": "from tinygpt.train import c\n",
+        },
+    )
+    assert import_cycles(root) == [["tinygpt.train.a", "tinygpt.train.b"]]
 
 
 def test_every_package_is_placed_in_a_layer():

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 import torch
 from omegaconf import OmegaConf
 
+from tinygpt.train.config_error import ConfigError
 from tinygpt.train.schedules import SCHEDULES, make_lr_lambda
-from tinygpt.train.schema import ConfigError
 
 # optim.decay_on: which parameters weight decay applies to
 DECAY_GROUPS = {

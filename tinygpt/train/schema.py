@@ -18,16 +18,13 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
+from tinygpt.train.config_error import ConfigError, require
+from tinygpt.train.optim import OptimConfig
+from tinygpt.train.speedups import SpeedConfig
+
+__all__ = ["ConfigError", "RunConfig", "register_run_schemas", "require", "validate_run_config"]
+
 SEED_LIMIT = 2**32  # numpy's and Lightning's seeds are unsigned 32-bit
-
-
-class ConfigError(ValueError):
-    """A setting with a value that is not allowed; raised before anything is written."""
-
-
-def require(ok: bool, field: str, value: Any, allowed: str) -> None:
-    if not ok:
-        raise ConfigError(f"{field}={value!r} is not allowed: must be {allowed}")
 
 
 def _is_int(value: Any) -> bool:
@@ -195,8 +192,6 @@ def validate_run_config(cfg: DictConfig) -> RunConfig:
 
     Returns the run's typed settings: the code reads these objects, not the raw config (model, data, trainer
     and logger stay nodes here: the model and data have their own typed readers, the Trainer takes its node)."""
-    from tinygpt.train.optim import OptimConfig
-
     unknown = sorted(set(cfg) - set(RunConfig.__dataclass_fields__) - {"hydra"})
     if unknown:  # a key force-added with +key=... (composition rejects the others)
         raise ConfigError(
@@ -229,8 +224,6 @@ def validate_run_config(cfg: DictConfig) -> RunConfig:
         trainer=cfg.trainer,
         logger=cfg.get("logger"),
     )
-    from tinygpt.train.speedups import SpeedConfig
-
     try:
         SpeedConfig.from_node(vars(run.speed))
     except ValueError as err:
@@ -240,8 +233,6 @@ def validate_run_config(cfg: DictConfig) -> RunConfig:
 
 def register_run_schemas() -> None:
     """The train config's schema (conf/train.yaml), the sweep and optim groups' (their defaults list them first)."""
-    from tinygpt.train.optim import OptimConfig
-
     ConfigStore.instance().store(name="run_schema", node=RunConfig)
     ConfigStore.instance().store(group="sweep", name="schema", node=SweepConfig)
     ConfigStore.instance().store(group="optim", name="schema", node=OptimConfig)

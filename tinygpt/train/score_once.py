@@ -33,8 +33,8 @@ import torch
 
 from tinygpt.common.run_folder import append_evaluations, now, read_evaluations, read_record, write_record
 from tinygpt.train.checkpoints import load_model
+from tinygpt.train.config_error import ConfigError
 from tinygpt.train.runlock import lock_run
-from tinygpt.train.schema import ConfigError
 
 # config keys (prefixes) that say where or how a run executes, not what it trains: outside the recipe
 NOT_RECIPE = (
