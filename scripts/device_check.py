@@ -99,8 +99,9 @@ class Check:
         """Run ``command`` (a list), its output into ``log`` under DIR; at most ``share`` of the time left, never past
         the deadline. Returns (exit status or None when skipped / timed out, wall seconds)."""
         limit = self.left() if share is None else min(self.left(), share)
-        if limit < 5:
-            self.rows.append((step, "skipped: out of time", 0.0, ""))
+        if limit < 5:  # the caller's row says "stopped or skipped"; the log says which
+            with open(self.out / log, "a") as sink:
+                sink.write(f"[device_check] {step}: skipped, {self.left():.0f} s of the budget left\n")
             return None, 0.0
         began = time.monotonic()
         with open(self.out / log, "a") as sink:
