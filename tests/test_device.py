@@ -175,7 +175,7 @@ def test_a_sweep_packs_two_jobs_on_one_device(device, small_corpus, tmp_path):
             "data=textfile",
             f"data.path={small_corpus}",
             "seed=0,1",
-            "trainer.max_steps=30",
+            "trainer.max_steps=300",  # long enough that the second worker starts before the first job ends
             "sweep.jobs_per_device=2",
             f"trainer.accelerator={device}",
             f"hydra.sweep.dir={tmp_path / 'sweep'}",
