@@ -27,12 +27,14 @@ import sys
 import time
 from pathlib import Path
 
+import torch
 from omegaconf import DictConfig, OmegaConf
 
 from tinygpt.common.files import write_json_atomic
 from tinygpt.launch.devices import DevicePool, cpu_cores
 from tinygpt.launch.footprint import GIB, Footprint, estimate
 from tinygpt.model import GPTConfig, config_from
+from tinygpt.model.dropout import resolved as dropout_masks_on
 
 AUTO = "auto"
 PLAN = "jobs_per_device.json"
@@ -86,7 +88,8 @@ def job_footprint(cfg: DictConfig, kind: str) -> tuple[Footprint, str]:
     precision = str(cfg.trainer.precision)
     mixed = (precision == "auto" and kind != "cpu") or not (precision == "auto" or precision.startswith("32"))
     speed = cfg.speed
-    dropout_masks = speed.dropout if speed.dropout != "auto" else ("int16" if kind == "cpu" else "torch")
+    # speed.dropout's own auto rule; a simulated device (tests) stands for an accelerator
+    dropout_masks = dropout_masks_on(speed.dropout, torch.device("meta" if kind == "simulated" else kind))
     written_out = config.dropout > 0 and (speed.attention == "explicit" or dropout_masks == "int16")
     footprint = estimate(
         config,

@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass, replace
 
 import torch
 
+from tinygpt.model.dropout import resolved as dropout_masks_on
 from tinygpt.train.malloc import resolve_malloc
 from tinygpt.train.speedups import SpeedConfig
 
@@ -73,7 +74,7 @@ def resolve(speed: SpeedConfig, kind: str, deterministic: bool = False) -> Devic
     value cannot work there (``malloc=keep`` without glibc)."""
     values, notes = {}, {}
     if speed.dropout == "auto":
-        values["dropout"] = "int16" if kind == "cpu" else "torch"
+        values["dropout"] = dropout_masks_on("auto", torch.device(kind))  # the model's own auto rule
         notes["dropout"] = "auto: int16 masks on a CPU" if kind == "cpu" else f"auto: torch's fused kernel on {kind}"
     if speed.attention_dtype == "auto":
         if kind == "cpu":
