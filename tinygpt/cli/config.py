@@ -21,12 +21,14 @@ from tinygpt.cli import CONF
 def register_configs() -> None:
     """Store every schema (idempotent: storing again replaces the same nodes)."""
     from tinygpt.data.config import register_data_schema
+    from tinygpt.launch.study import register_search_schema
     from tinygpt.model.schema import register_model_schema
     from tinygpt.train.schema import register_run_schemas
 
     register_model_schema()
     register_data_schema()
     register_run_schemas()
+    register_search_schema()
 
 
 def compose_run_config(overrides: Sequence[str] = ()) -> DictConfig:

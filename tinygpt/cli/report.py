@@ -8,7 +8,8 @@ validation point of every run, with its best and final metrics) and comparison.c
 compressors, Kneser-Ney and the unigram model on the same text. Runs are grouped by their overrides minus seed;
 unfinished, failed and missing runs are marked. Only run records are read, never a held-out score
 (the report says how many held-out scorings run.json lists), unless --held-out asks for every held-out scoring
-that scripts/evaluate.py split=test logged. Runs with collapse diagnostics get their table.
+that scripts/evaluate.py split=test logged. Runs with collapse diagnostics get their table. A search's folder
+(-m hparams_search=...) also gets its study: trials, best trial, parameter importances, history and slice plots.
 Works while a sweep runs.
 """
 
@@ -21,9 +22,11 @@ from omegaconf import OmegaConf
 
 from tinygpt.baselines.run import cached_baselines
 from tinygpt.cli.config import compose_run_config
+from tinygpt.launch.study import study_path
 from tinygpt.report.beside_baselines import sweep_data
 from tinygpt.report.jobs import load_sweep
 from tinygpt.report.report import DEFAULT_METRIC, STYLES, write_report
+from tinygpt.report.study import write_study_section
 from tinygpt.report.tables import METRICS
 
 
@@ -113,8 +116,13 @@ def main(argv: list[str] | None = None) -> int:
         defaults=experiment_defaults,
         baselines=baselines,
     )
-    print(report.markdown.read_text())
     written = [report.markdown, report.figure, report.table, report.comparison]
+    if study_path(args.sweep_dir).exists():  # a search's folder: its study first, under the report's title
+        section = write_study_section(args.sweep_dir, args.out)
+        title, _, rest = report.markdown.read_text().partition("\n\n")
+        report.markdown.write_text(f"{title}\n\n{section.markdown}\n{rest}")
+        written += section.files
+    print(report.markdown.read_text())
     print("wrote " + ", ".join(str(path) for path in written if path is not None))
     return 0
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from tinygpt.common.files import write_json_atomic
 
+DONE = ("finished", "pruned")  # run.json statuses of a run that trains no further (pruned: by its search)
 RUN_RECORD = "run.json"  # the run record: config, data splits, curve, best, final, status
 EVALUATIONS = "evaluations.jsonl"  # one JSON line per scoring after training (evaluate, baselines, analyses)
 CHECKPOINTS = "checkpoints"  # folder: last.ckpt and the kept checkpoints
@@ -91,11 +92,12 @@ def read_record(run_dir: str | Path) -> dict | None:
 
 
 def is_finished_and_skipped(record: dict | None, resume: str, ckpt_path: str | None) -> bool:
-    """Whether a job with this ``record`` (``read_record``) is skipped instead of trained: it finished, and
+    """Whether a job with this ``record`` (``read_record``) is skipped instead of trained: it finished (or its
+    search stopped it early), and
     ``resume=auto`` without an explicit ``ckpt_path``. One rule for both who ask: training, which returns
     the old record, and placement, which must then neither lease a device nor rewrite placement.json (the
     file says where the job trained, not where a later rerun passed it by)."""
-    return resume == "auto" and not ckpt_path and bool(record) and record.get("status") == "finished"
+    return resume == "auto" and not ckpt_path and bool(record) and record.get("status") in DONE
 
 
 def write_record(run_dir: str | Path, record: dict) -> None:

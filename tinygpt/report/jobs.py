@@ -19,11 +19,13 @@ from hydra.core.override_parser.types import Override
 from omegaconf import OmegaConf
 
 from tinygpt.common.run_folder import read_record as read_run_record
+from tinygpt.launch.study import in_search
 
 SEED_KEY = "seed"
 
 # how a run stands: its run.json's status, or what its absence means
 FINISHED, FAILED, UNFINISHED, NO_RECORD, MISSING = "finished", "failed", "unfinished", "no record", "missing"
+PRUNED = "pruned"  # stopped early by its search's pruner: not a finished run, and never resumed
 
 
 @dataclass
@@ -40,7 +42,7 @@ class Job:
             return NO_RECORD  # the folder exists but training never started (a config error) or is starting
         status = self.record.get("status")
         # "running" in a record nobody is writing any more means the process died: the rerun resumes it
-        return {"finished": FINISHED, "failed": FAILED}.get(status, UNFINISHED)
+        return {"finished": FINISHED, "failed": FAILED, "pruned": PRUNED}.get(status, UNFINISHED)
 
     @property
     def seed(self) -> int | None:
@@ -98,6 +100,8 @@ def sweep_command(sweep_dir: Path) -> tuple[list[tuple[str, ...]], set[str]]:
         return [], set()
     hydra = OmegaConf.load(path).hydra
     excluded = set(OmegaConf.select(hydra, "job.config.override_dirname.exclude_keys") or [])
+    if in_search(hydra):  # a search's jobs are what its study sampled: its trial folders, not a product of values
+        return [], excluded
     arguments = [f"{key}={value}" for key, value in (OmegaConf.select(hydra, "sweeper.params") or {}).items()]
     arguments += list(hydra.overrides.task)
     return expand_sweep(OverridesParser.create().parse_overrides(arguments)), excluded

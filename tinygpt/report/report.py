@@ -340,7 +340,8 @@ def render_markdown(
     if any(job.status != "finished" for job in jobs):
         lines += [
             f"`{UNFINISHED_MARK}`: from a run that has not finished (rerun the sweep's command to resume it); "
-            "unfinished runs enter no mean. `missing`: never started; `no record`: stopped before training "
+            "unfinished runs enter no mean. `pruned`: stopped early by its search's pruner. `missing`: never started; "
+            "`no record`: stopped before training "
             "(its folder's log says why); `failed`: see run.json's error.",
             "",
         ]

@@ -27,6 +27,7 @@ from tinygpt.common.say import say
 from tinygpt.data import TextDataModule
 from tinygpt.launch.placement import apply_placement
 from tinygpt.launch.precision import DeviceChoice, choose, device_kind
+from tinygpt.launch.study import TRIAL_KEY, in_search, job_trial
 from tinygpt.model import GPTConfig, config_from, families
 from tinygpt.train import device_settings
 from tinygpt.train.checkpoints import AtomicCheckpointIO, check_resumable, read_checkpoint, resume_path
@@ -37,10 +38,11 @@ from tinygpt.train.last_checkpoint import LastCheckpoint, TrainingInterrupted
 from tinygpt.train.logs import OptimizerStepAxis, resume_kwargs
 from tinygpt.train.module import GPTModule
 from tinygpt.train.optim import OptimConfig
+from tinygpt.train.pruning import TrialPruning
 from tinygpt.train.record import RunRecord
 from tinygpt.train.runlock import RunFolderBusy, lock_run
 from tinygpt.train.sampling import TextSampler
-from tinygpt.train.schema import RunConfig, validate_run_config
+from tinygpt.train.schema import ConfigError, RunConfig, validate_run_config
 from tinygpt.train.score_once import check_pre_registration, pre_registration
 from tinygpt.train.speed import SpeedMonitor
 from tinygpt.train.speedups import SpeedConfig
@@ -98,6 +100,8 @@ def build_callbacks(cfg, run: RunConfig, run_dir: Path, module: GPTModule, datam
     ]
     if run.diagnostics.collapse_steps:
         callbacks.append(CollapseDiagnostics(list(run.diagnostics.collapse_steps), record))
+    if run.trial is not None:  # a search's trial: its dev scores go to the study, whose pruner may stop it
+        callbacks.append(TrialPruning(job_trial(HydraConfig.get(), run.name, run.trial)))
     if run.checkpoint.keep_every_n_steps:
         # kept checkpoints at the scoring steps: weights only, for evaluate.py and generate.py. monitor="step"
         # keeps them all and gives this callback its own state key beside the last.ckpt one
@@ -161,6 +165,8 @@ def in_multirun() -> bool:
 
 def train(cfg: DictConfig, run_dir: str | Path) -> dict:
     run = validate_run_config(cfg)  # every setting outside model and data, typed, before anything is written
+    if run.trial is not None and not (HydraConfig.initialized() and in_search(HydraConfig.get())):
+        raise ConfigError(f"{TRIAL_KEY}={run.trial}: set by a search's sweeper (-m hparams_search=...), not by hand")
     cfg = apply_placement(cfg)  # sweep jobs: the GPU leased to this job; no multi-device jobs (tinygpt/launch)
     cfg, device = resolve_precision(cfg)  # trainer.precision=auto: per device, recorded as resolved
     speed = device_speed(cfg, run, device.kind)  # each speed switch on this device (tinygpt/train/device_settings.py)
@@ -279,8 +285,11 @@ def _train(
         raise
     sampler = next(c for c in trainer.callbacks if isinstance(c, TextSampler))
     sample = sampler.last_sample or sampler.sample(module)
+    pruning = next((c for c in trainer.callbacks if isinstance(c, TrialPruning)), None)
+    pruned = {"pruned": pruning.pruned} if pruning and pruning.pruned else {}
     result = record.finish(
-        "finished",
+        "pruned" if pruned else "finished",
+        **pruned,
         step=trainer.global_step,
         sample=sample,
         tokens_per_sec=next(c for c in trainer.callbacks if isinstance(c, SpeedMonitor)).tokens_per_sec,
@@ -298,6 +307,8 @@ def report(result: dict, run_dir: Path, loggers) -> None:
             f"dev bits per byte at step {final['step']}: {final[DEV_BITS_PER_BYTE]:.4f} "
             f"(best {best[DEV_BITS_PER_BYTE]:.4f} at step {best['step']})"
         )
+    if result.get("pruned"):
+        say(f"stopped early by the search's pruner at step {result['pruned']['step']} (run.json: status pruned)")
     say(f"sample:\n{result['sample']}\n")
     for logger in loggers:
         say(f"{type(logger).__name__} logs: {logger.log_dir}  (tensorboard --logdir outputs)")

@@ -126,6 +126,7 @@ class ScoreOnceSchema:
 
     steps: list[int] = field(default_factory=list)
     recipe: str | None = None
+    seeds: list[int] = field(default_factory=list)  # empty: any seed
 
 
 @dataclass
@@ -159,6 +160,7 @@ class RunConfig:
     lr: float = 1e-3
     resume: str = "auto"
     ckpt_path: str | None = None
+    trial: int | None = None  # the Optuna trial this run is; set by the search sweeper (tinygpt/launch/search.py)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     sample: SampleConfig = field(default_factory=SampleConfig)
     progress: ProgressConfig = field(default_factory=ProgressConfig)
@@ -211,6 +213,7 @@ def validate_run_config(cfg: DictConfig) -> RunConfig:
         lr=cfg.get("lr", 1e-3),
         resume=cfg.get("resume", "auto"),
         ckpt_path=cfg.get("ckpt_path"),
+        trial=cfg.get("trial"),
         checkpoint=_typed(CheckpointConfig, cfg.checkpoint, "checkpoint"),
         sample=_typed(SampleConfig, cfg.sample, "sample"),
         progress=_typed(ProgressConfig, cfg.get("progress", {}), "progress"),

@@ -3,8 +3,9 @@
 003's protocol makes every choice on the dev slice and reads the held-out documents once, at a step fixed in
 advance; a second look at the held-out score is a second chance to choose, so it must be visible, never silent.
 
-Pre-registration (``score_once.steps``, ``score_once.recipe`` in conf/train.yaml): the steps at which the
-held-out split will be scored and the recipe (a name, and the run's resolved switches: its config less the keys
+Pre-registration (``score_once.steps``, ``score_once.recipe``, ``score_once.seeds`` in conf/train.yaml): the steps
+at which the held-out split will be scored, the seeds that will be scored (a run of another seed is refused), and
+the recipe (a name, and the run's resolved switches: its config less the keys
 that only say where or how the run is executed, ``NOT_RECIPE``) are written into ``run.json`` by the run record
 before the first training step. A resumed run must bring the same pre-registration: a changed step list, name or
 switch is refused in one line naming the field, and one cannot be added to a run that has trained without it
@@ -104,7 +105,14 @@ def pre_registration(config: Mapping) -> dict | None:
             )
     if len(set(steps)) != len(steps):
         raise ConfigError(f"score_once.steps={steps} is not allowed: a step is listed twice")
-    return {"steps": sorted(steps), "recipe": recipe, "switches": recipe_switches(config), "registered_at": now()}
+    seeds = list(node.get("seeds") or [])
+    if seeds and config.get("seed") not in seeds:
+        raise ConfigError(
+            f"seed={config.get('seed')} is not one of the recipe's pre-registered score_once.seeds={seeds}: the "
+            "seeds to score are fixed with the recipe, so another seed cannot be tried and kept"
+        )
+    registration = {"steps": sorted(steps), "recipe": recipe, "switches": recipe_switches(config)}
+    return {**registration, **({"seeds": seeds} if seeds else {}), "registered_at": now()}
 
 
 def check_pre_registration(previous: Mapping | None, registration: dict | None) -> dict | None:
@@ -127,11 +135,11 @@ def check_pre_registration(previous: Mapping | None, registration: dict | None) 
             f"score_once.steps: this run pre-registered steps {before['steps']} on "
             f"{before['registered_at']}; resume it with score_once.steps={before['steps']}"
         )
-    for field in ("steps", "recipe"):
-        if before[field] != registration[field]:
+    for field in ("steps", "recipe", "seeds"):
+        if before.get(field) != registration.get(field):
             raise ConfigError(
-                f"score_once.{field}={registration[field]!r} differs from the pre-registered "
-                f"{before[field]!r} (run.json, {before['registered_at']}); resume with the registered "
+                f"score_once.{field}={registration.get(field)!r} differs from the pre-registered "
+                f"{before.get(field)!r} (run.json, {before['registered_at']}); resume with the registered "
                 "value, or start a new run"
             )
     old, new = before["switches"], registration["switches"]

@@ -1,0 +1,229 @@
+"""The Optuna study behind ``-m hparams_search=<name>``: its settings, space, storage, and what it may not search.
+
+A search is one Optuna study kept in ``<sweep dir>/study.db`` (SQLite), so a killed search run again continues
+the same study, and the trials' training processes (tinygpt jobs placed like any sweep's) open the same
+storage to report their dev scores for pruning. Optuna does the sampling (TPE by default), pruning and storage;
+this module turns the sweeper's Hydra config into Optuna objects and refuses searches that would look at the
+held-out split.
+
+The search space is written in Hydra's override grammar, as hydra-optuna-sweeper and the lightning-hydra-template
+write it: ``choice(a, b)`` categorical, ``interval(lo, hi)`` a float (``tag(log, interval(...))`` log-uniform,
+``tag(int, interval(...))`` an integer), ``range(lo, hi, step)`` integers as Hydra's range expands them (``hi``
+excluded). It is parsed with Hydra's public ``OverridesParser``.
+
+Why not Hydra's own ``hydra-optuna-sweeper``: its 1.3 release pins ``optuna<3`` (2.10, from 2021) and its
+SQLite storage fails under SQLAlchemy 2, so tinygpt drives a current Optuna through a sweeper plugin of its own
+(``hydra_plugins/tinygpt_search``) with the same config keys (``params``, ``n_trials``, ``n_jobs``,
+``sampler``, ``pruner``, ``direction``, ``storage``, ``study_name``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import optuna
+from hydra.core.config_store import ConfigStore
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, Override, RangeSweep
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+STUDY_FILE = "study.db"
+TRIAL_DIR = "trial_{number:04d}"  # each trial's job folder in the sweep folder
+TRIAL_KEY = "trial"  # the job's config key carrying its trial number (conf/train.yaml, RunConfig.trial)
+# What a search may minimise: a field of the trial's run.json. Dev scores only: the held-out split is scored once,
+# after the winner is registered (tinygpt-register), never to choose it.
+OBJECTIVES = {
+    "best.dev_bits_per_byte": "the best dev bits per byte of the run",
+    "final.dev_bits_per_byte": "the dev bits per byte at the run's last step",
+    "best.dev_loss": "the best dev loss (nats per token)",
+    "final.dev_loss": "the dev loss at the run's last step",
+}
+HELD_OUT_WORDS = ("test", "held", "heldout")
+# keys a search may neither vary nor fix: they decide which text is held out, or score it
+HELD_OUT_KEYS = ("split", "data.test_fraction", "data.test_documents", "data.test_k", "data.split_seed")
+
+
+class SearchRefused(ValueError):
+    """A search config the protocol refuses (one line naming the field), raised before a study is made."""
+
+
+@dataclass
+class SearchSweeperConf:
+    """``hydra.sweeper`` of a search (conf/hydra/sweeper/optuna_search.yaml); the field names are
+    hydra-optuna-sweeper's, so a lightning-hydra-template ``hparams_search`` file reads the same."""
+
+    _target_: str = "hydra_plugins.tinygpt_search.search_sweeper.SearchSweeper"
+    objective: str = "best.dev_bits_per_byte"
+    direction: str = "minimize"
+    study_name: str | None = None  # null: the run's `name`
+    storage: str | None = None  # null: sqlite:///<sweep dir>/study.db
+    n_trials: int = 20  # trials in the study in all (a rerun adds only the missing ones)
+    n_jobs: int | None = None  # trials launched together, a batch at a time; null: as many as placement runs at once
+    sampler: Any = field(default_factory=lambda: {"_target_": "optuna.samplers.TPESampler", "seed": 0})
+    pruner: Any = None  # e.g. {_target_: optuna.pruners.MedianPruner, ...}; null: no trial is stopped early
+    params: dict[str, str] = field(default_factory=dict)
+
+
+def register_search_schema() -> None:
+    """conf/hydra/sweeper/optuna_search.yaml lists this first, so a misspelled sweeper key fails at composition."""
+    ConfigStore.instance().store(group="hydra/sweeper", name="optuna_search_schema", node=SearchSweeperConf)
+
+
+@dataclass
+class Space:
+    """The searched parameters (name -> Optuna distribution) and the overrides every trial shares."""
+
+    distributions: dict[str, optuna.distributions.BaseDistribution]
+    fixed: list[str]
+    source: dict[str, str]  # name -> the override text it came from, kept in the study to check a resume
+
+
+def distribution(override: Override) -> optuna.distributions.BaseDistribution:
+    """The Optuna distribution of one sweep override (choice, range, interval; tags log and int)."""
+    value, key = override.value(), override.get_key_element()
+    tags = getattr(value, "tags", set()) or set()
+    if isinstance(value, ChoiceSweep):
+        return optuna.distributions.CategoricalDistribution(list(value.list))
+    if isinstance(value, RangeSweep):
+        items = list(override.sweep_iterator())
+        if all(isinstance(x, int) and not isinstance(x, bool) for x in items) and len(items) > 1:
+            step = items[1] - items[0]
+            return optuna.distributions.IntDistribution(items[0], items[-1], log="log" in tags, step=step)
+        return optuna.distributions.CategoricalDistribution(items)
+    if isinstance(value, IntervalSweep):
+        if "int" in tags:
+            return optuna.distributions.IntDistribution(int(value.start), int(value.end), log="log" in tags)
+        return optuna.distributions.FloatDistribution(value.start, value.end, log="log" in tags)
+    raise SearchRefused(f"hydra.sweeper.params.{key}: {override.input_line!r} is not choice(), range() or interval()")
+
+
+def parse_space(params: Mapping[str, str], arguments: Sequence[str]) -> Space:
+    """The space from ``hydra.sweeper.params`` and the command line (a sweep there, e.g. ``lr=interval(...)``,
+    is searched too; a plain value is fixed for every trial), checked against ``refuse_held_out``."""
+    lines = [f"{key}={value}" for key, value in (params or {}).items()] + list(arguments)
+    refuse_held_out(lines)
+    parsed = OverridesParser.create().parse_overrides(lines)
+    distributions, fixed, source = {}, [], {}
+    for override, line in zip(parsed, lines, strict=True):
+        key = override.get_key_element()
+        if override.is_sweep_override():
+            distributions[key] = distribution(override)
+            source[key] = line
+        else:
+            fixed.append(line)
+    if not distributions:
+        raise SearchRefused("hydra.sweeper.params: nothing to search; give e.g. lr='tag(log, interval(3e-4, 3e-3))'")
+    return Space(distributions, fixed, source)
+
+
+def refuse_held_out(lines: Sequence[str]) -> None:
+    """A search chooses on dev only: an override that names the held-out split, or changes which text is held
+    out, is refused naming it."""
+    for line in lines:
+        key = line.split("=", 1)[0].lstrip("+~")
+        value = line.split("=", 1)[1] if "=" in line else ""
+        if key.split(".")[-1] == "split" or any(key == k or key.startswith(k + ".") for k in HELD_OUT_KEYS):
+            raise SearchRefused(
+                f"{line}: a search may not set {key} (value {value!r}): it chooses on the dev slice, and the held-out "
+                "text is fixed by the experiment and scored once, after tinygpt-register"
+            )
+
+
+def check_objective(objective: str, direction: str) -> None:
+    if any(word in objective.lower() for word in HELD_OUT_WORDS):
+        raise SearchRefused(
+            f"hydra.sweeper.objective={objective}: a held-out score cannot be a search's objective; a search "
+            f"minimises a dev score ({', '.join(OBJECTIVES)}) and the held-out split is scored once, after "
+            "tinygpt-register"
+        )
+    if objective not in OBJECTIVES:
+        raise SearchRefused(f"hydra.sweeper.objective={objective}: not an objective; allowed: {', '.join(OBJECTIVES)}")
+    if direction != "minimize":
+        raise SearchRefused(
+            f"hydra.sweeper.direction={direction}: {objective} is a cost (lower is better); allowed: minimize"
+        )
+
+
+def storage_url(storage: str | None, sweep_dir: str | Path) -> str:
+    return storage or f"sqlite:///{Path(sweep_dir).resolve() / STUDY_FILE}"
+
+
+def study_path(sweep_dir: str | Path) -> Path:
+    return Path(sweep_dir) / STUDY_FILE
+
+
+def build(node: Any) -> Any:
+    """A sampler or pruner from its ``_target_`` node (None stays None)."""
+    if node is None:
+        return None
+    return instantiate(OmegaConf.create(node) if not OmegaConf.is_config(node) else node)
+
+
+def open_study(sweeper: Any, sweep_dir: str | Path, name: str, *, create: bool = True) -> optuna.Study:
+    """The search's study: created on the first launch, loaded on every later one (and in each trial's job)."""
+    url = storage_url(sweeper.storage, sweep_dir)
+    study_name = sweeper.study_name or name
+    sampler, pruner = build(sweeper.sampler), build(sweeper.pruner)
+    if create:
+        return optuna.create_study(
+            storage=url,
+            study_name=study_name,
+            direction=sweeper.direction,
+            sampler=sampler,
+            pruner=pruner,
+            load_if_exists=True,
+        )
+    return optuna.load_study(study_name=study_name, storage=url, sampler=sampler, pruner=pruner)
+
+
+def load_finished_study(sweep_dir: str | Path) -> optuna.Study:
+    """A search folder's study for reading (report, register): the storage and name its multirun.yaml used."""
+    sweep_dir = Path(sweep_dir)
+    saved = OmegaConf.load(sweep_dir / "multirun.yaml")
+    sweeper = OmegaConf.merge(OmegaConf.structured(SearchSweeperConf), saved.hydra.sweeper)
+    if not study_path(sweep_dir).exists() and sweeper.storage is None:
+        raise FileNotFoundError(f"{sweep_dir}: no {STUDY_FILE}; is it a search's folder (-m hparams_search=...)?")
+    return optuna.load_study(
+        study_name=sweeper.study_name or saved.name, storage=storage_url(sweeper.storage, sweep_dir)
+    )
+
+
+def remember_space(study: optuna.Study, space: Space, objective: str) -> None:
+    """Store what the study searches; a later launch of the same folder must search the same thing."""
+    searched = {"params": space.source, "fixed": space.fixed, "objective": objective}
+    before = study.user_attrs.get("search")
+    if before is None:
+        study.set_user_attr("search", searched)
+        return
+    for key, now in searched.items():
+        if before.get(key) != now:
+            raise SearchRefused(
+                f"this folder's study searched {key}={json.dumps(before.get(key))}, not {json.dumps(now)}: "
+                "continue it with the same search, or give the new one its own name= or hydra.sweep.dir="
+            )
+
+
+def trial_of(study: optuna.Study, number: int) -> optuna.trial.Trial:
+    """The study's trial ``number``, to report to from the process that trains it (the sweeper asked for it)."""
+    for frozen in study.get_trials(deepcopy=False):
+        if frozen.number == number:
+            # Optuna identifies a trial in its storage by an id that FrozenTrial keeps private; optuna-integration's
+            # callbacks read it the same way to report from a worker process.
+            return optuna.trial.Trial(study, frozen._trial_id)
+    raise KeyError(f"{TRIAL_KEY}={number}: the study has no such trial")
+
+
+def in_search(hydra: DictConfig) -> bool:
+    """Whether a job runs under the search sweeper (hydra: its ``hydra`` node)."""
+    return "tinygpt_search" in str(OmegaConf.select(hydra, "sweeper._target_", default="") or "")
+
+
+def job_trial(hydra: DictConfig, name: str, number: int) -> optuna.trial.Trial:
+    """Inside a trial's job: its trial in the study its sweeper runs (hydra: the job's ``hydra`` node)."""
+    sweeper = OmegaConf.merge(OmegaConf.structured(SearchSweeperConf), hydra.sweeper)
+    return trial_of(open_study(sweeper, hydra.sweep.dir, name, create=False), number)

@@ -1,0 +1,40 @@
+"""Stop a search's hopeless trial early: report each dev score to its Optuna trial, stop when the pruner says so.
+
+A search's trial (``trial=N``, set by its sweeper: tinygpt/launch/search.py) reports the dev bits per byte of
+every scoring step to its study, at the optimizer step it was scored, and asks the study's pruner (e.g. Optuna's
+``MedianPruner``: worse than the median of earlier trials at the same step, after a warm-up) whether to go on.
+When pruned, the Trainer stops at that step and the run finishes with ``status: pruned`` and the step and score
+in run.json; the sweeper reads that and tells the study, and the job's device and threads go to the next trial.
+
+Why not optuna-integration's ``PyTorchLightningPruningCallback``: it reports at ``current_epoch``, and tinygpt
+trains by steps in one endless epoch (``max_epochs=-1``, validation every ``val_check_interval`` steps), so every
+report would land on step 0; it also refuses SQLite-less storages under DDP. This callback is the same few calls
+(``trial.report``, ``trial.should_prune``) at the optimizer step.
+"""
+
+from __future__ import annotations
+
+import math
+
+import lightning as L
+import optuna
+
+
+class TrialPruning(L.Callback):
+    def __init__(self, trial: optuna.trial.Trial, monitor: str = "dev/bpb") -> None:
+        self.trial = trial
+        self.monitor = monitor
+        self.pruned: dict | None = None  # {"step", "dev_bits_per_byte"} once the pruner stopped the run
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.sanity_checking or self.monitor not in trainer.callback_metrics:
+            return
+        value, step = float(trainer.callback_metrics[self.monitor]), trainer.global_step
+        if not math.isfinite(value):  # a diverged run: no score to compare, and no reason to go on
+            self.pruned = {"step": step, "dev_bits_per_byte": value}
+            trainer.should_stop = True
+            return
+        self.trial.report(value, step)
+        if self.trial.should_prune():
+            self.pruned = {"step": step, "dev_bits_per_byte": value}
+            trainer.should_stop = True
