@@ -78,11 +78,18 @@ def run(command: list, cwd: Path, env_extra: dict | None = None) -> subprocess.C
 
 
 def test_the_wheel_carries_its_configs_and_trains_from_an_empty_folder(installed, tmp_path, small_corpus):
-    where = run(
-        [installed / "python", "-c", "import tinygpt, tinygpt.cli; print(tinygpt.__file__, tinygpt.cli.CONF)"], tmp_path
+    probe = (
+        "import sys, tinygpt, tinygpt.cli; from hydra.core.plugins import Plugins; from hydra.plugins.sweeper import "
+        "Sweeper; print(tinygpt.__file__, tinygpt.cli.CONF, *(sys.modules[c.__module__].__file__ for c in "
+        "Plugins.instance().discover(Sweeper) if 'tinygpt' in c.__module__))"
     )
-    package, conf = where.stdout.split()
+    where = run([installed / "python", "-c", probe], tmp_path)
+    package, conf, *sweepers = where.stdout.split()
     assert package.startswith(str(installed.parent)) and Path(conf, "train.yaml").is_file(), where.stdout
+    # the search's sweeper travels in the wheel, where Hydra looks for plugins (-m hparams_search=...)
+    assert [Path(s).relative_to(installed.parent).parts[-3:] for s in sweepers] == [
+        ("hydra_plugins", "tinygpt_search", "search_sweeper.py")
+    ], where.stdout
     data = ["data=textfile", f"data.path={small_corpus}"]
     done = run(
         [installed / "tinygpt-train", "experiment=smoke", "trainer.max_steps=2", "trainer.val_check_interval=2", *data],

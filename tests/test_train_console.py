@@ -37,6 +37,7 @@ def test_every_entry_point_is_the_script_of_the_same_name():
         "tinygpt-params",
         "tinygpt-analyze",
         "tinygpt-baselines",
+        "tinygpt-register",
     } <= set(ENTRY_POINTS)
     for command, target in ENTRY_POINTS.items():
         module, function = target.split(":")
