@@ -26,7 +26,7 @@ from optuna.trial import TrialState
 from tinygpt.cli import register as register_cli
 from tinygpt.cli import report as report_cli
 from tinygpt.launch.search import run_search
-from tinygpt.launch.study import SearchRefused
+from tinygpt.launch.study import SearchRefused, parse_space, remember_space
 from tinygpt.train.config_error import ConfigError
 from tinygpt.train.run import train
 from tinygpt.train.score_once import pre_registration
@@ -109,7 +109,10 @@ def search(small_corpus, tmp_path_factory):
     }
     resumed = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
     records = {p.parent.name: p.stat().st_mtime_ns for p in sweep.glob("trial_*/run.json")}
-    again = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
+    # again, with a setting that only says how jobs run: the same search
+    again = subprocess.run(
+        [*command, "progress.every_n_steps=5"], cwd=REPO, capture_output=True, text=True, timeout=600
+    )
     return {"sweep": sweep, "conf": conf, "killed": killed, "resumed": resumed, "again": again, "records": records}
 
 
@@ -143,6 +146,17 @@ def test_running_the_finished_search_again_adds_no_trial(search):
     assert len(study_of(sweep).trials) == N_TRIALS
     assert "search tiny_search: trials" not in again.stdout  # no batch was asked for
     assert {p.parent.name: p.stat().st_mtime_ns for p in sweep.glob("trial_*/run.json")} == search["records"]
+
+
+def test_a_changed_search_is_refused_in_its_folder():
+    study = optuna.create_study()
+    space = parse_space({"lr": "interval(1e-4, 1e-3)"}, ["experiment=smoke", "progress.style=lines"])
+    remember_space(study, space, "best.dev_bits_per_byte", ["progress.style"])
+    moved = parse_space({"lr": "interval(1e-4, 1e-3)"}, ["experiment=smoke"])  # only how it runs: the same search
+    remember_space(study, moved, "best.dev_bits_per_byte", ["progress.style"])
+    for params, fixed in [({"lr": "interval(1e-4, 1e-2)"}, ["experiment=smoke"]), ({"lr": "interval(1e-4, 1e-3)"}, [])]:
+        with pytest.raises(SearchRefused, match="this folder's study searched"):
+            remember_space(study, parse_space(params, fixed), "best.dev_bits_per_byte", ["progress.style"])
 
 
 def test_the_median_pruner_stops_a_hopeless_trial_early(search):
@@ -200,6 +214,18 @@ def test_the_winner_registers_as_an_experiment_that_trains_to_its_score(search, 
     assert result["best"]["dev_bits_per_byte"] == pytest.approx(best.value, abs=1e-6)
     with pytest.raises(SystemExit, match="tiny_best.yaml exists"):  # never overwritten
         register_cli.main([str(sweep), "name=tiny_best", "--config-dir", str(conf)])
+    # the winner at a longer budget: the change is stated, the scoring step follows it, the rest is the winner's
+    register_cli.main([str(sweep), "name=tiny_long", f"trainer.max_steps={2 * STEPS}", "--config-dir", str(conf)])
+    assert (
+        f"# Changed from the trial: trainer.max_steps={2 * STEPS}"
+        in (conf / "experiment" / "tiny_long.yaml").read_text()
+    )
+    with initialize_config_dir(str(CONF), version_base="1.3"):
+        long = compose("train", overrides=["experiment=tiny_long", f"hydra.searchpath=[file://{conf}]"])
+    assert long.trainer.max_steps == 2 * STEPS and list(long.score_once.steps) == [2 * STEPS]
+    assert long.lr == best.params["lr"] and long.model.n_layers == best.params["model.n_layers"]
+    with pytest.raises(SystemExit, match="model.n_layerz=3: not a setting"):
+        register_cli.main([str(sweep), "name=tiny_bad", "model.n_layerz=3", "--config-dir", str(conf)])
 
 
 SWEEPER = {"params": {"lr": "interval(1e-4, 1e-3)"}}

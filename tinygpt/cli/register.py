@@ -12,6 +12,10 @@ to score (default: the trial's last step), the seeds (default 0,1,2) and the rec
 after this: the held-out split is read only by ``tinygpt-evaluate split=test`` on the recipe's runs, which the
 score-once ledger lets score each pre-registered checkpoint once.
 
+A config key given as ``key=value`` changes the trial before it is registered, e.g. ``trainer.max_steps=1000`` to
+train a winner found with short trials at the full budget; the file says what was changed. That is a choice made
+before any held-out score too, but the recipe's dev score is then no longer the trial's.
+
 The file is checked before it is written: composed from a temporary folder, its resolved config must equal the
 trial's (less the keys that only say where or how a run executes, and the seed), or nothing is written. An
 existing experiment of that name is never overwritten.
@@ -50,13 +54,18 @@ class Refused(ValueError):
 
 
 def parse_settings(items: Sequence[str]) -> dict:
+    """name=, trial=, steps=, seeds=; any other ``key=value`` (a config key, e.g. trainer.max_steps=1000) is a
+    change to the trial's config, stated in the file: ``settings["changes"]``."""
     allowed = {"name", "trial", "steps", "seeds"}
-    settings = {}
+    settings: dict = {"changes": {}}
     for item in items:
         key, sep, value = item.partition("=")
-        if not sep or key not in allowed:
-            raise Refused(f"{item}: expected one of {', '.join(sorted(allowed))} as key=value, e.g. name=peps_tuned")
-        settings[key] = value
+        if not sep:
+            raise Refused(f"{item}: expected key=value: {', '.join(sorted(allowed))}, or a config key to change")
+        if key in allowed:
+            settings[key] = value
+        else:
+            settings["changes"][key] = yaml.safe_load(value)
     if "name" not in settings or not NAME.match(settings["name"]):
         raise Refused(f"name={settings.get('name', '')}: the recipe needs a name of letters, digits, _ and -")
     for key in ("steps", "seeds"):
@@ -177,9 +186,16 @@ def register(sweep_dir: Path, settings: dict, destination: Path, package: bool =
     if not record or "config" not in record:
         raise Refused(f"{folder}: no run.json with the trial's config")
     # the job's composed config, resolved: run.json's holds what the run resolved for its device (precision=auto)
-    trial_config = OmegaConf.to_container(OmegaConf.load(folder / ".hydra" / "config.yaml"), resolve=True)
+    job_config = OmegaConf.load(folder / ".hydra" / "config.yaml")
+    changes = settings.get("changes") or {}
+    for key, value in changes.items():  # e.g. the winner at a longer budget: said in the file, checked like the rest
+        if OmegaConf.select(job_config, key, default="<missing>") == "<missing>" or is_execution(key):
+            raise Refused(f"{key}={value}: not a setting of the trial's config that a recipe can change")
+        OmegaConf.update(job_config, key, value, merge=False)
+    trial_config = OmegaConf.to_container(job_config, resolve=True)
     choices = dict(OmegaConf.load(folder / ".hydra" / "hydra.yaml").hydra.runtime.choices)
-    overridden = [line.split("=", 1)[0].lstrip("+~") for line in OmegaConf.load(folder / ".hydra" / "overrides.yaml")]
+    overrides = OmegaConf.load(folder / ".hydra" / "overrides.yaml")
+    overridden = [line.split("=", 1)[0].lstrip("+~") for line in overrides] + list(changes)
     steps = settings.get("steps") or [int(trial_config["trainer"]["max_steps"])]
     seeds = settings.get("seeds") or [0, 1, 2]
     registration = {"steps": steps, "seeds": seeds, "recipe": name}
@@ -188,7 +204,8 @@ def register(sweep_dir: Path, settings: dict, destination: Path, package: bool =
         f"# Registered by tinygpt-register on {time.strftime('%Y-%m-%d')}, before any held-out score: trial "
         f"{trial.number} of the search in\n# {sweep_dir} (study {study.study_name}, {len(study.trials)} trials), "
         f"{trial.value:.4f} dev bits per byte (its best, chosen on dev).\n# Searched values: {searched}\n"
-        f"#   tinygpt-train{'' if package else f' --config-dir {destination}'} -m experiment={name} "
+        + (f"# Changed from the trial: {', '.join(f'{k}={v}' for k, v in changes.items())}\n" if changes else "")
+        + f"#   tinygpt-train{'' if package else f' --config-dir {destination}'} -m experiment={name} "
         f"seed={','.join(map(str, seeds))}\n"
         f"#   tinygpt-evaluate sweep_dir=outputs/sweeps/{name} split=test   # each seed once, at step(s) {steps}\n"
     )
@@ -209,7 +226,9 @@ def build_parser() -> argparse.ArgumentParser:
         description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("search_dir", type=Path, help="the search's folder (its hydra.sweep.dir)")
-    parser.add_argument("settings", nargs="+", help="name=<recipe> [trial=N] [steps=S,...] [seeds=0,1,2]")
+    parser.add_argument(
+        "settings", nargs="+", help="name=<recipe> [trial=N] [steps=S,...] [seeds=0,1,2] [config.key=value ...]"
+    )
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--config-dir", type=Path, default=None, help="your config folder (tinygpt-train --config-dir)")
     where.add_argument("--package", action="store_true", help="tinygpt's own tinygpt/conf/experiment/")

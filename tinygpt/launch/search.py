@@ -121,7 +121,8 @@ def run_search(sweeper_node: DictConfig, config: DictConfig, launcher: Any, argu
     try:
         OmegaConf.save(config, sweep_dir / "multirun.yaml")
         study = open_study(sweeper, sweep_dir, config.name)
-        remember_space(study, space, sweeper.objective)
+        execution = OmegaConf.select(config, "hydra.job.config.override_dirname.exclude_keys", default=None) or []
+        remember_space(study, space, sweeper.objective, list(execution))
         return _fill(study, space, sweeper, config, launcher, sweep_dir)
     finally:
         os.close(lock)

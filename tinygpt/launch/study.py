@@ -193,17 +193,26 @@ def load_finished_study(sweep_dir: str | Path) -> optuna.Study:
     )
 
 
-def remember_space(study: optuna.Study, space: Space, objective: str) -> None:
-    """Store what the study searches; a later launch of the same folder must search the same thing."""
+def remember_space(study: optuna.Study, space: Space, objective: str, execution: Sequence[str] = ()) -> None:
+    """Store what the study searches; a later launch of the same folder must search the same thing. ``execution``:
+    keys that only say where or how a job runs (the sweep's ``override_dirname.exclude_keys``: progress.*, sweep.*,
+    data.root, ...), which a later launch may change, as a rerun of any sweep may."""
+
+    def what(fixed: Sequence[str]) -> list[str]:
+        return [line for line in fixed if line.split("=", 1)[0].lstrip("+~") not in set(execution)]
+
     searched = {"params": space.source, "fixed": space.fixed, "objective": objective}
     before = study.user_attrs.get("search")
     if before is None:
         study.set_user_attr("search", searched)
         return
     for key, now in searched.items():
-        if before.get(key) != now:
+        then = before.get(key)
+        if key == "fixed":
+            then, now = what(then or []), what(now)
+        if then != now:
             raise SearchRefused(
-                f"this folder's study searched {key}={json.dumps(before.get(key))}, not {json.dumps(now)}: "
+                f"this folder's study searched {key}={json.dumps(then)}, not {json.dumps(now)}: "
                 "continue it with the same search, or give the new one its own name= or hydra.sweep.dir="
             )
 
