@@ -8,6 +8,7 @@ import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from tinygpt.common.files import atomic_write
+from tinygpt.common.imports import import_modules
 from tinygpt.common.run_folder import last_checkpoint
 
 
@@ -110,6 +111,10 @@ def load_model(path: str | Path):
     from tinygpt.model import build_model
 
     checkpoint = read_checkpoint(path)
+    try:
+        import_modules(checkpoint.get("hyper_parameters", {}).get("custom_imports"))  # the run's own parts
+    except ImportError as err:
+        raise CheckpointError(f"checkpoint {path}: {err}") from None
     try:
         config = checkpoint["hyper_parameters"]["model"]
         state = {k.removeprefix("model."): v for k, v in checkpoint["state_dict"].items() if k.startswith("model.")}

@@ -27,7 +27,13 @@ class GPTModule(L.LightningModule):
     """
 
     def __init__(
-        self, model: dict, optim: dict, max_steps: int, tokenizer_json: str | None = None, speed: dict | None = None
+        self,
+        model: dict,
+        optim: dict,
+        max_steps: int,
+        tokenizer_json: str | None = None,
+        speed: dict | None = None,
+        custom_imports: list[str] | None = None,  # in the checkpoint, so whoever loads it imports them first
     ):
         super().__init__()
         # logger=False: the run logs its own hparams (the switches, not a tokenizer's JSON) with a metric

@@ -15,6 +15,7 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from tinygpt.common.imports import import_modules
 from tinygpt.common.run_folder import (
     DEV_BITS_PER_BYTE,
     KEPT_CHECKPOINT,
@@ -143,7 +144,12 @@ def build_module(
     speed = speed or device_speed(cfg, run)
     L.seed_everything(run.seed, workers=True)
     return GPTModule(
-        vars(config), vars(run.optim), cfg.trainer.max_steps, datamodule.tokenizer.to_json(), speed=vars(speed.speed)
+        vars(config),
+        vars(run.optim),
+        cfg.trainer.max_steps,
+        datamodule.tokenizer.to_json(),
+        speed=vars(speed.speed),
+        custom_imports=list(run.custom_imports),
     )
 
 
@@ -163,7 +169,16 @@ def in_multirun() -> bool:
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
+def import_custom(cfg: DictConfig) -> None:
+    """The user's modules (``custom_imports``), before anything checks a name against a registry."""
+    try:
+        import_modules(cfg.get("custom_imports"))
+    except ImportError as err:
+        raise ConfigError(str(err)) from None
+
+
 def train(cfg: DictConfig, run_dir: str | Path) -> dict:
+    import_custom(cfg)  # parts of the user's own register themselves (tinygpt/common/imports.py)
     run = validate_run_config(cfg)  # every setting outside model and data, typed, before anything is written
     if run.trial is not None and not (HydraConfig.initialized() and in_search(HydraConfig.get())):
         raise ConfigError(f"{TRIAL_KEY}={run.trial}: set by a search's sweeper (-m hparams_search=...), not by hand")

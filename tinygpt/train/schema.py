@@ -161,6 +161,7 @@ class RunConfig:
     resume: str = "auto"
     ckpt_path: str | None = None
     trial: int | None = None  # the Optuna trial this run is; set by the search sweeper (tinygpt/launch/search.py)
+    custom_imports: list[str] = field(default_factory=list)  # modules of one's own (tinygpt/common/imports.py)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     sample: SampleConfig = field(default_factory=SampleConfig)
     progress: ProgressConfig = field(default_factory=ProgressConfig)
@@ -214,6 +215,7 @@ def validate_run_config(cfg: DictConfig) -> RunConfig:
         resume=cfg.get("resume", "auto"),
         ckpt_path=cfg.get("ckpt_path"),
         trial=cfg.get("trial"),
+        custom_imports=list(cfg.get("custom_imports") or []),
         checkpoint=_typed(CheckpointConfig, cfg.checkpoint, "checkpoint"),
         sample=_typed(SampleConfig, cfg.sample, "sample"),
         progress=_typed(ProgressConfig, cfg.get("progress", {}), "progress"),
