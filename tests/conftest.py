@@ -32,8 +32,7 @@ def compose_train(overrides: list[str]):
         return compose("train", overrides=overrides)
 
 
-@pytest.fixture(scope="session")
-def small_corpus(tmp_path_factory) -> Path:
+def word_salad() -> str:
     """About 30 KB of word salad from a fixed vocabulary: enough for windows of 32, no data root needed."""
     rng = random.Random(0)
     words = (
@@ -41,8 +40,13 @@ def small_corpus(tmp_path_factory) -> Path:
         "future morlocks eloi sphinx night light green white world strange"
     ).split()
     lines = [" ".join(rng.choice(words) for _ in range(12)) for _ in range(500)]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="session")
+def small_corpus(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("corpus") / "salad.txt"
-    path.write_text("\n".join(lines) + "\n")
+    path.write_text(word_salad())
     return path
 
 
