@@ -41,6 +41,7 @@ from pathlib import Path
 import lightning as L
 import torch
 from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
 
 import tinygpt.train  # noqa: F401  (registers the config's resolvers)
 from tinygpt.cli.config import register_configs
@@ -52,7 +53,7 @@ from tinygpt.train.optim import OptimConfig, build_optimizer
 from tinygpt.train.provenance import device_name
 from tinygpt.train.run import model_config
 from tinygpt.train.speed import compute_dtype, matmul_peak
-from tinygpt.train.speedups import SpeedConfig, optimizer_flags
+from tinygpt.train.speedups import optimizer_flags
 
 CONF = Path(__file__).resolve().parents[1] / "tinygpt" / "conf"
 # nanoGPT's architecture, its exact nn.GELU() included (the peers kit's nanogpt shape runs model.mlp=gelu: tanh)
@@ -186,7 +187,7 @@ def main() -> None:
             with initialize_config_dir(str(CONF), version_base="1.3"):
                 cfg = compose("train", overrides=[*SHAPES[name], *args.set, *variant])
             # the switches as a run on this device resolves them; a bad one fails here, before any timing
-            device_settings.apply(device_settings.resolve(SpeedConfig.from_node(cfg.speed), args.device))
+            device_settings.apply(device_settings.resolve(OmegaConf.to_object(cfg.speed), args.device))
             if datamodule is None:
                 datamodule = TextDataModule(cfg.data, context_length=cfg.model.context_length, seed=0)
                 datamodule.setup("fit")
@@ -201,7 +202,7 @@ def main() -> None:
         for (name, variant), (cfg, datamodule) in settings.items():
             config = model_config(cfg, datamodule.vocab_size)
             optim = vars(OptimConfig.from_omegaconf(cfg.optim))
-            speed = vars(device_settings.resolve(SpeedConfig.from_node(cfg.speed), args.device).speed)
+            speed = vars(device_settings.resolve(OmegaConf.to_object(cfg.speed), args.device).speed)
             tokens = cfg.data.batch_size * config.context_length
             for precision in precisions:
                 for loop in loops:

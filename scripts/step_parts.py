@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
 
 import tinygpt.train  # noqa: F401  (registers the config's schema and resolvers)
 from tinygpt.cli.config import register_configs
@@ -34,7 +35,7 @@ from tinygpt.train.module import GPTModule
 from tinygpt.train.optim import OptimConfig, build_optimizer
 from tinygpt.train.run import model_config
 from tinygpt.train.speed import compute_dtype, matmul_peak
-from tinygpt.train.speedups import SpeedConfig, optimizer_flags
+from tinygpt.train.speedups import optimizer_flags
 
 CONF = Path(__file__).resolve().parents[1] / "tinygpt" / "conf"
 PARTS = ("batch", "forward", "backward", "optimizer")
@@ -45,7 +46,7 @@ def time_parts(cfg, steps: int, warmup: int, device: str) -> dict:
     datamodule.setup("fit")
     config = model_config(cfg, datamodule.vocab_size)
     optim = OptimConfig.from_omegaconf(cfg.optim)
-    speed = SpeedConfig.from_node(cfg.speed)
+    speed = OmegaConf.to_object(cfg.speed)
     precision = choose(cfg.trainer.accelerator, cfg.trainer.precision).precision  # auto: the device's
     torch.manual_seed(0)
     module = GPTModule(vars(config), vars(optim), steps + warmup, speed=vars(speed)).to(device).train()

@@ -29,7 +29,7 @@ def composition_error(overrides: list[str]) -> str:
         ("sample.top_kk=3", ["sample.top_kk", "SampleConfig"]),
         ("checkpoint.every_n_step=3", ["checkpoint.every_n_step", "CheckpointConfig"]),
         ("sweep.cpu_job=2", ["sweep.cpu_job", "SweepConfig"]),
-        ("speed.compiled=true", ["speed.compiled", "SpeedSchema"]),
+        ("speed.compiled=true", ["speed.compiled", "SpeedConfig"]),
         ("progress.styles=bar", ["progress.styles", "ProgressConfig"]),
         ("diagnostics.collapse=[1]", ["diagnostics.collapse", "DiagnosticsConfig"]),
         ("seeds=1", ["seeds"]),

@@ -96,7 +96,7 @@ def test_a_refused_value_fails_naming_the_switch(monkeypatch):
 
 def test_a_bad_value_fails_naming_the_field():
     with pytest.raises(ValueError, match="speed.malloc='jemalloc' is not allowed: must be one of auto, keep, system"):
-        SpeedConfig.from_node({"malloc": "jemalloc"})
+        SpeedConfig(malloc="jemalloc")
 
 
 def test_bench_train_refuses_to_ab_a_per_process_switch():

@@ -232,12 +232,12 @@ def test_compile_compiles_a_family_without_blocks_whole(monkeypatch):
         ({"optimizer": "sgd"}, ["speed.optimizer='sgd'", "fused, foreach, for_loop"]),
         ({"loss_chunk": 0}, ["speed.loss_chunk=0", "positive"]),
         ({"compile": "yes"}, ["speed.compile='yes'", "true or false"]),
-        ({"comple": True}, ["speed.comple is not a speed switch", "compile"]),
+        ({"peak_flops": 0.0}, ["speed.peak_flops=0.0", "positive"]),
     ],
 )
 def test_bad_speed_switches_fail_naming_the_field(bad, words):
     with pytest.raises(ValueError) as err:
-        SpeedConfig.from_node(bad)
+        SpeedConfig(**bad)
     assert all(w in str(err.value) for w in words)
 
 

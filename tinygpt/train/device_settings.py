@@ -54,9 +54,11 @@ class DeviceSettings:
     deterministic: bool
 
     def line(self) -> str:
-        """One console line: every switch's value on this device, with its note."""
+        """One console line: every switch's value on this device, with its note (the MFU peak has its own line)."""
         parts = []
         for name, value in asdict(self.speed).items():
+            if name == "peak_flops":
+                continue
             shown = str(value).lower() if isinstance(value, bool) or value is None else str(value)
             note = self.notes.get(name)
             parts.append(f"{name}={shown}" + (f" ({note})" if note else ""))

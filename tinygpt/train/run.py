@@ -46,7 +46,6 @@ from tinygpt.train.sampling import TextSampler
 from tinygpt.train.schema import ConfigError, RunConfig, validate_run_config
 from tinygpt.train.score_once import check_pre_registration, pre_registration
 from tinygpt.train.speed import SpeedMonitor
-from tinygpt.train.speedups import SpeedConfig
 
 
 def model_config(cfg: DictConfig, vocab_size: int) -> GPTConfig:
@@ -133,7 +132,7 @@ def device_speed(cfg: DictConfig, run: RunConfig, kind: str | None = None) -> De
     """The speed switches resolved for the device the run trains on (``kind``; default: the one
     ``trainer.accelerator`` picks): tinygpt/train/device_settings.py."""
     kind = kind or device_kind(cfg.trainer.accelerator)[0]
-    return device_settings.resolve(SpeedConfig.from_node(vars(run.speed)), kind, bool(cfg.trainer.deterministic))
+    return device_settings.resolve(run.speed, kind, bool(cfg.trainer.deterministic))
 
 
 def build_module(

@@ -130,25 +130,6 @@ class ScoreOnceSchema:
 
 
 @dataclass
-class SpeedSchema:
-    """The `speed` node's types; tinygpt/train/speedups.py's SpeedConfig checks the switches' values, and
-    peak_flops (FLOP/s in the run's trainer.precision; null: measured by the run) is MFU's denominator
-    (tinygpt/train/speed.py)."""
-
-    loss: str = "chunked"
-    loss_chunk: int | None = None
-    attention: str = "sdpa"
-    attention_dtype: str = "auto"
-    dropout: str = "auto"
-    compile: bool = False
-    projections: str = "separate"
-    optimizer: str = "fused"
-    malloc: str = "auto"
-    tf32: bool = False
-    peak_flops: float | None = None
-
-
-@dataclass
 class RunConfig:
     """The schema of conf/train.yaml (stored as ``run_schema``, first in its defaults list): every top-level key
     typed, so ``seed=abc``, ``sample.top_kk=3`` or ``+lr_peak=1`` fails at composition naming the key. The groups
@@ -167,7 +148,7 @@ class RunConfig:
     progress: ProgressConfig = field(default_factory=ProgressConfig)
     diagnostics: DiagnosticsConfig = field(default_factory=DiagnosticsConfig)
     score_once: ScoreOnceSchema = field(default_factory=ScoreOnceSchema)
-    speed: SpeedSchema = field(default_factory=SpeedSchema)
+    speed: SpeedConfig = field(default_factory=SpeedConfig)
     sweep: SweepConfig = field(default_factory=SweepConfig)
     model: Any = None
     data: Any = None
@@ -188,6 +169,10 @@ def _typed(cls, node: Any, prefix: str):
         key = getattr(err, "full_key", None) or ""
         detail = str(err).strip().splitlines()[0]
         raise ConfigError(f"{prefix}.{key}: {detail}" if key else f"{prefix}: {detail}") from None
+    except ConfigError:
+        raise
+    except ValueError as err:  # a schema's __post_init__ naming the field (SpeedConfig's)
+        raise ConfigError(str(err)) from None
 
 
 def validate_run_config(cfg: DictConfig) -> RunConfig:
@@ -221,7 +206,7 @@ def validate_run_config(cfg: DictConfig) -> RunConfig:
         progress=_typed(ProgressConfig, cfg.get("progress", {}), "progress"),
         diagnostics=_typed(DiagnosticsConfig, cfg.get("diagnostics", {}), "diagnostics"),
         score_once=_typed(ScoreOnceSchema, cfg.get("score_once", {}), "score_once"),
-        speed=_typed(SpeedSchema, cfg.get("speed", {}), "speed"),
+        speed=_typed(SpeedConfig, cfg.get("speed", {}), "speed"),
         sweep=_typed(SweepConfig, cfg.get("sweep", {}), "sweep"),
         model=cfg.model,
         data=cfg.data,
@@ -229,10 +214,6 @@ def validate_run_config(cfg: DictConfig) -> RunConfig:
         trainer=cfg.trainer,
         logger=cfg.get("logger"),
     )
-    try:
-        SpeedConfig.from_node(vars(run.speed))
-    except ValueError as err:
-        raise ConfigError(str(err)) from None
     return run
 
 

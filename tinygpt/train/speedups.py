@@ -42,6 +42,10 @@ Each switch changes how a step is computed, never what it computes beyond a stat
   since_gpt2's bf16 step ran 1.40x faster on the project's CPU, the other shapes within noise. Per process,
   applied when the GPTModule is built.
 - `tf32`: CUDA only: float32 matmuls on TF32 tensor cores (true) or in IEEE float32 (false, PyTorch's default).
+- `peak_flops`: not a switch but the MFU's denominator (FLOP/s in the run's precision; null: measured by the run).
+
+``SpeedConfig`` is the `speed` node's schema itself (a field of the run's ``RunConfig``, stored in Hydra's
+ConfigStore): a misspelled key or a wrong type fails at composition, a bad value in ``__post_init__``.
 
 What each switch resolves to on a CUDA GPU or Apple's GPU, and which do nothing there, is decided once per run by
 tinygpt/train/device_settings.py and stated in the run's first lines.
@@ -54,8 +58,7 @@ with `scripts/bench_train.py --ab`). None of them changes parameter names or che
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -89,6 +92,8 @@ class SpeedConfig:
     optimizer: str = "fused"
     malloc: str = "auto"
     tf32: bool = False
+    # MFU's denominator, FLOP/s in the run's trainer.precision (tinygpt/train/speed.py); None: measured by the run
+    peak_flops: float | None = None
 
     def __post_init__(self) -> None:
         for name, allowed in CHOICES.items():
@@ -103,23 +108,8 @@ class SpeedConfig:
         for name in ("compile", "tf32"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"speed.{name}={getattr(self, name)!r} is not allowed: must be true or false")
-
-    @classmethod
-    def from_node(cls, node: Any) -> SpeedConfig:
-        """From the `speed` config node (or a dict); keys that are not speed switches (peak_flops, used by the
-        MFU monitor) are left out, and a misspelled switch fails, naming the key."""
-        from omegaconf import OmegaConf
-
-        values = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else dict(node or {})
-        values.pop("peak_flops", None)
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(
-                f"speed.{unknown[0]} is not a speed switch: the switches are {', '.join(sorted(known))} "
-                "(and speed.peak_flops)"
-            )
-        return cls(**values)
+        if self.peak_flops is not None and not self.peak_flops > 0:
+            raise ValueError(f"speed.peak_flops={self.peak_flops!r} is not allowed: a positive FLOP/s, or null")
 
 
 def apply_to_model(model: nn.Module, config: SpeedConfig) -> None:
