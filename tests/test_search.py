@@ -7,6 +7,7 @@ and the refusals: a held-out objective, a searched or fixed held-out split, a mi
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import statistics
@@ -256,3 +257,53 @@ def test_a_misspelled_sweeper_key_fails_at_composition():
     with initialize_config_dir(str(CONF), version_base="1.3"):
         with pytest.raises(ConfigCompositionException, match="n_trialz"):
             compose("train", overrides=["hparams_search=peps", "hydra.sweeper.n_trialz=3"], return_hydra_config=True)
+
+
+class FakeLauncher:
+    """Stands in for the placement launcher: records each batch and 'trains' each trial by writing its run.json
+    (dev score = |log10 lr + 2.5|, so lr near 10^-2.5 wins); the trial whose lr is the smallest crashes."""
+
+    def __init__(self, sweep: Path, crash_below: float = 0.0):
+        self.sweep, self.crash_below, self.batches = sweep, crash_below, []
+
+    def launch(self, batch, initial_job_idx):
+        from hydra.core.utils import JobReturn, JobStatus
+
+        self.batches.append((initial_job_idx, [list(o) for o in batch]))
+        results = []
+        for overrides in batch:
+            values = dict(o.split("=", 1) for o in overrides)
+            lr, folder = float(values["lr"]), self.sweep / values["hydra.sweep.subdir"]
+            assert folder.name == f"trial_{int(values['trial']):04d}"
+            if lr < self.crash_below:
+                results.append(JobReturn(status=JobStatus.FAILED, _return_value=RuntimeError("simulated crash")))
+                continue
+            folder.mkdir(parents=True)
+            score = abs(math.log10(lr) + 2.5)
+            record = {"status": "finished", "best": {"step": 10, "dev_bits_per_byte": score}}
+            (folder / "run.json").write_text(json.dumps(record))
+            results.append(JobReturn(status=JobStatus.COMPLETED, _return_value=score))
+        return results
+
+
+def test_trials_go_out_in_batches_of_n_jobs_and_a_crashed_trial_is_recorded_failed(tmp_path, capsys):
+    sweep = tmp_path / "sweep"
+    config = OmegaConf.create({"name": "batches", "hydra": {"sweep": {"dir": str(sweep)}, "launcher": {"n_jobs": 3}}})
+    sweeper = OmegaConf.create({"n_trials": 7, "params": {"lr": "tag(log, interval(1e-5, 1e-1))"}})
+    launcher = FakeLauncher(sweep, crash_below=1e-4)
+    run_search(sweeper, config, launcher, ["experiment=smoke"])
+    # n_jobs=null: as many at once as the launcher runs (hydra.launcher.n_jobs); the last batch takes what is left
+    assert [(start, len(batch)) for start, batch in launcher.batches] == [(0, 3), (3, 3), (6, 1)]
+    assert all(batch[0][0] == "experiment=smoke" for _, batch in launcher.batches)
+    study = optuna.load_study(study_name="batches", storage=f"sqlite:///{sweep / 'study.db'}")
+    states = {t.number: t.state for t in study.trials}
+    lrs = {t.number: t.params["lr"] for t in study.trials}
+    assert [n for n, s in states.items() if s == TrialState.FAIL] == [n for n, lr in lrs.items() if lr < 1e-4]
+    assert len(states) == 7 and TrialState.RUNNING not in states.values()
+    best = study.best_trial
+    assert best.value == pytest.approx(abs(math.log10(best.params["lr"]) + 2.5))
+    # n_jobs=2, given: a rerun with more trials asks for them two at a time
+    more = OmegaConf.merge(sweeper, {"n_trials": 10, "n_jobs": 2})
+    launcher = FakeLauncher(sweep)
+    run_search(more, config, launcher, ["experiment=smoke"])
+    assert [(start, len(batch)) for start, batch in launcher.batches] == [(7, 2), (9, 1)]
