@@ -41,17 +41,16 @@ from pathlib import Path
 import lightning as L
 import torch
 from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
 
 import tinygpt.train  # noqa: F401  (registers the config's resolvers)
 from tinygpt.cli.config import register_configs
-from tinygpt.data import TextDataModule
 from tinygpt.model.families import flops_per_token
 from tinygpt.train import device_settings
 from tinygpt.train.module import GPTModule
-from tinygpt.train.optim import OptimConfig, build_optimizer
+from tinygpt.train.optim import build_optimizer
 from tinygpt.train.provenance import device_name
-from tinygpt.train.run import model_config
+from tinygpt.train.run import build_datamodule, build_module, device_speed
+from tinygpt.train.schema import validate_run_config
 from tinygpt.train.speed import compute_dtype, matmul_peak
 from tinygpt.train.speedups import optimizer_flags
 
@@ -75,6 +74,18 @@ SHAPES = {
 PRECISIONS = ("32-true", "bf16-mixed")
 DEVICES = ("cpu", "cuda", "mps")
 PER_PROCESS = ("speed.malloc", "speed.tf32")  # settings of the process: one invocation per value
+
+
+def setup(overrides: list[str], steps: int, device: str):
+    """(config, typed run settings, speed switches resolved for ``device``) as a run of ``steps`` steps composes and
+    checks them (train/run.py's calls: a bad switch fails here, before any timing); the DataModule and the module
+    are then built by train/run.py's build_datamodule and build_module, so the bench times what training trains."""
+    with initialize_config_dir(str(CONF), version_base="1.3"):
+        cfg = compose(
+            "train", overrides=[*overrides, f"trainer.max_steps={steps}", f"trainer.val_check_interval={steps}"]
+        )
+    run = validate_run_config(cfg)
+    return cfg, run, device_speed(cfg, run, device)
 
 
 def synchronize(device: str) -> None:
@@ -180,34 +191,27 @@ def main() -> None:
         variants = [[f"{key}={value}"] for value in values.split(",")]
     loops = ("lightning",) if args.no_plain else ("plain", "lightning")
 
-    settings = {}  # (shape, variant) -> (cfg, datamodule)
+    steps = args.warmup + args.steps
+    settings = {}  # (shape, variant) -> (cfg, run, speed, datamodule)
     for name in shapes:
         datamodule = None
         for variant in variants:
-            with initialize_config_dir(str(CONF), version_base="1.3"):
-                cfg = compose("train", overrides=[*SHAPES[name], *args.set, *variant])
-            # the switches as a run on this device resolves them; a bad one fails here, before any timing
-            device_settings.apply(device_settings.resolve(OmegaConf.to_object(cfg.speed), args.device))
+            cfg, run, speed = setup([*SHAPES[name], *args.set, *variant], steps, args.device)
+            device_settings.apply(speed)
             if datamodule is None:
-                datamodule = TextDataModule(cfg.data, context_length=cfg.model.context_length, seed=0)
-                datamodule.setup("fit")
-            settings[name, " ".join(variant) or "defaults"] = (cfg, datamodule)
+                datamodule = build_datamodule(cfg, run)
+            settings[name, " ".join(variant) or "defaults"] = (cfg, run, speed, datamodule)
 
-    steps = args.warmup + args.steps
     results: dict[tuple, list[tuple[float, float, float]]] = {}  # key -> [(tokens/s, MFU, cold start s)]
     peaks: dict[str, list[float]] = {p: [] for p in precisions}
     for round_ in range(args.repeats):
         for precision in precisions:
             peaks[precision].append(matmul_peak(compute_dtype(precision), args.device))
-        for (name, variant), (cfg, datamodule) in settings.items():
-            config = model_config(cfg, datamodule.vocab_size)
-            optim = vars(OptimConfig.from_omegaconf(cfg.optim))
-            speed = vars(device_settings.resolve(OmegaConf.to_object(cfg.speed), args.device).speed)
-            tokens = cfg.data.batch_size * config.context_length
+        for (name, variant), (cfg, run, speed, datamodule) in settings.items():
+            tokens = cfg.data.batch_size * cfg.model.context_length
             for precision in precisions:
                 for loop in loops:
-                    torch.manual_seed(0)
-                    module = GPTModule(vars(config), optim, steps, speed=speed)
+                    module = build_module(cfg, run, datamodule, speed)  # as train/run.py builds it, seeded
                     if loop == "plain":
                         start, ends = plain_loop(module, datamodule.train_batches, steps, precision, args.device)
                     else:

@@ -24,16 +24,14 @@ from pathlib import Path
 
 import torch
 from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
 
 import tinygpt.train  # noqa: F401  (registers the config's schema and resolvers)
 from tinygpt.cli.config import register_configs
-from tinygpt.data import TextDataModule
 from tinygpt.launch.precision import choose
 from tinygpt.model import families
-from tinygpt.train.module import GPTModule
-from tinygpt.train.optim import OptimConfig, build_optimizer
-from tinygpt.train.run import model_config
+from tinygpt.train.optim import build_optimizer
+from tinygpt.train.run import build_datamodule, build_module, device_speed
+from tinygpt.train.schema import validate_run_config
 from tinygpt.train.speed import compute_dtype, matmul_peak
 from tinygpt.train.speedups import optimizer_flags
 
@@ -41,17 +39,25 @@ CONF = Path(__file__).resolve().parents[1] / "tinygpt" / "conf"
 PARTS = ("batch", "forward", "backward", "optimizer")
 
 
-def time_parts(cfg, steps: int, warmup: int, device: str) -> dict:
-    datamodule = TextDataModule(cfg.data, context_length=cfg.model.context_length, seed=0)
-    datamodule.setup("fit")
-    config = model_config(cfg, datamodule.vocab_size)
-    optim = OptimConfig.from_omegaconf(cfg.optim)
-    speed = OmegaConf.to_object(cfg.speed)
+def setup(overrides: list[str], steps: int, device: str):
+    """(config, typed run settings, speed resolved for ``device``, DataModule, LightningModule) for a run of ``steps``
+    steps, through train/run.py's own calls, so the parts timed are those of the module training builds."""
+    with initialize_config_dir(str(CONF), version_base="1.3"):
+        cfg = compose(
+            "train", overrides=[*overrides, f"trainer.max_steps={steps}", f"trainer.val_check_interval={steps}"]
+        )
+    run = validate_run_config(cfg)
+    speed = device_speed(cfg, run, device.split(":")[0])
+    datamodule = build_datamodule(cfg, run)
+    return cfg, run, speed, datamodule, build_module(cfg, run, datamodule, speed)
+
+
+def time_parts(overrides: list[str], steps: int, warmup: int, device: str) -> dict:
+    cfg, run, speed, datamodule, module = setup(overrides, steps + warmup, device)
     precision = choose(cfg.trainer.accelerator, cfg.trainer.precision).precision  # auto: the device's
-    torch.manual_seed(0)
-    module = GPTModule(vars(config), vars(optim), steps + warmup, speed=vars(speed)).to(device).train()
-    model = module.model
-    optimizer, schedule = build_optimizer(model, optim, steps + warmup, optimizer_flags(speed))
+    module = module.to(device).train()
+    model, optim = module.model, run.optim
+    optimizer, schedule = build_optimizer(model, optim, steps + warmup, optimizer_flags(speed.speed))
     autocast = torch.autocast(device.split(":")[0], dtype=torch.bfloat16, enabled=precision == "bf16-mixed")
     batches = datamodule.train_batches
 
@@ -119,9 +125,7 @@ def main() -> None:
     kinds = args.tokenizers.split(",") if args.tokenizers else [None]
     for kind in kinds:
         tokenizer = [] if kind is None else [f"data/tokenizer={kind}"]
-        with initialize_config_dir(str(CONF), version_base="1.3"):
-            cfg = compose("train", overrides=[*args.overrides, *tokenizer])
-        rows.append(time_parts(cfg, args.steps, args.warmup, args.device))
+        rows.append(time_parts([*args.overrides, *tokenizer], args.steps, args.warmup, args.device))
     lines = [
         f"# Step parts: `python scripts/step_parts.py --steps {args.steps} --warmup {args.warmup} "
         + (f"--tokenizers {args.tokenizers} " if args.tokenizers else "")
