@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 from hydra import compose, initialize_config_dir
 
+from tinygpt.cli import CONF
 from tinygpt.cli.config import register_configs
 from tinygpt.model import GPT, GPTConfig, generate
 
@@ -41,7 +42,7 @@ MODERN_SINCE_GPT2 = [
 
 def benchmark_config() -> GPTConfig:
     """Composed from the real presets, so the benchmark measures exactly what a config run would build."""
-    with initialize_config_dir(config_dir=str(ROOT / "tinygpt" / "conf"), version_base=None):
+    with initialize_config_dir(config_dir=CONF, version_base=None):
         cfg = compose(config_name="params", overrides=MODERN_SINCE_GPT2)
     return GPTConfig.from_omegaconf(cfg.model)
 

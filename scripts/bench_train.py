@@ -43,6 +43,7 @@ import torch
 from hydra import compose, initialize_config_dir
 
 import tinygpt.train  # noqa: F401  (registers the config's resolvers)
+from tinygpt.cli import CONF
 from tinygpt.cli.config import register_configs
 from tinygpt.model.families import flops_per_token
 from tinygpt.train import device_settings
@@ -54,7 +55,6 @@ from tinygpt.train.schema import validate_run_config
 from tinygpt.train.speed import compute_dtype, matmul_peak
 from tinygpt.train.speedups import optimizer_flags
 
-CONF = Path(__file__).resolve().parents[1] / "tinygpt" / "conf"
 # nanoGPT's architecture, its exact nn.GELU() included (the peers kit's nanogpt shape runs model.mlp=gelu: tanh)
 NANOGPT = [
     "data=shakespeare",
@@ -80,7 +80,7 @@ def setup(overrides: list[str], steps: int, device: str):
     """(config, typed run settings, speed switches resolved for ``device``) as a run of ``steps`` steps composes and
     checks them (train/run.py's calls: a bad switch fails here, before any timing); the DataModule and the module
     are then built by train/run.py's build_datamodule and build_module, so the bench times what training trains."""
-    with initialize_config_dir(str(CONF), version_base="1.3"):
+    with initialize_config_dir(CONF, version_base="1.3"):
         cfg = compose(
             "train", overrides=[*overrides, f"trainer.max_steps={steps}", f"trainer.val_check_interval={steps}"]
         )

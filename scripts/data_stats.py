@@ -22,6 +22,7 @@ import hydra
 from hydra import compose
 from omegaconf import DictConfig
 
+from tinygpt.cli import CONF
 from tinygpt.cli.config import register_configs
 from tinygpt.data import CharTokenizer, TextDataModule
 from tinygpt.data.documents import read_piece
@@ -159,7 +160,7 @@ def write_into_doc(block: str) -> None:
     DOC.write_text(pattern.sub(lambda _: f"{BEGIN}\n{block}{END}", text), encoding="utf-8")
 
 
-@hydra.main(config_path="../tinygpt/conf", config_name="tools/data_stats", version_base="1.3")
+@hydra.main(config_path=CONF, config_name="tools/data_stats", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     corpora = check_choices("corpora", cfg.corpora, CORPORA)
     tokenizers = check_choices("tokenizers", cfg.tokenizers, TOKENIZERS)

@@ -26,6 +26,7 @@ import torch
 from hydra import compose, initialize_config_dir
 
 import tinygpt.train  # noqa: F401  (registers the config's schema and resolvers)
+from tinygpt.cli import CONF
 from tinygpt.cli.config import register_configs
 from tinygpt.launch.precision import choose
 from tinygpt.model import families
@@ -35,14 +36,13 @@ from tinygpt.train.schema import validate_run_config
 from tinygpt.train.speed import compute_dtype, matmul_peak
 from tinygpt.train.speedups import optimizer_flags
 
-CONF = Path(__file__).resolve().parents[1] / "tinygpt" / "conf"
 PARTS = ("batch", "forward", "backward", "optimizer")
 
 
 def setup(overrides: list[str], steps: int, device: str):
     """(config, typed run settings, speed resolved for ``device``, DataModule, LightningModule) for a run of ``steps``
     steps, through train/run.py's own calls, so the parts timed are those of the module training builds."""
-    with initialize_config_dir(str(CONF), version_base="1.3"):
+    with initialize_config_dir(CONF, version_base="1.3"):
         cfg = compose(
             "train", overrides=[*overrides, f"trainer.max_steps={steps}", f"trainer.val_check_interval={steps}"]
         )

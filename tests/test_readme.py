@@ -19,7 +19,9 @@ from conftest import REPO, requires_data
 from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
-from tinygpt.cli import CONF, TOOLS_CONF
+from tinygpt.cli import CONF
+from tinygpt.cli.register import build_parser as register_parser
+from tinygpt.cli.register import parse_settings
 from tinygpt.cli.report import build_parser
 from tinygpt.report.jobs import expand_sweep
 from tinygpt.train.schema import validate_run_config
@@ -29,8 +31,8 @@ README = (REPO / "README.md").read_text()
 PROGRAMS = {
     "tinygpt-train": (CONF, "train"),
     "tinygpt-evaluate": (CONF, "tools/evaluate"),
-    "tinygpt-generate": (TOOLS_CONF, "generate"),
-    "tinygpt-export": (TOOLS_CONF, "export"),
+    "tinygpt-generate": (CONF, "tools/generate"),
+    "tinygpt-export": (CONF, "tools/export"),
     "tinygpt-params": (CONF, "params"),
     "tinygpt-import-hf": (CONF, "tools/import_hf"),
 }
@@ -74,6 +76,9 @@ def test_each_program_accepts_its_arguments(command):
     assert program in SCRIPTS, f"{program} is not a console command of pyproject.toml"
     if program == "tinygpt-report":
         build_parser().parse_args(arguments)
+        return
+    if program == "tinygpt-register":
+        parse_settings(register_parser().parse_args(arguments).settings)
         return
     search_path, config_name = PROGRAMS[program]
     overrides, extra_dirs = [], []

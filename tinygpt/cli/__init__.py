@@ -10,5 +10,4 @@ data (tinygpt/conf/), so a wheel carries them and an installed tinygpt-train fin
 
 from pathlib import Path
 
-CONF = str(Path(__file__).resolve().parents[1] / "conf")
-TOOLS_CONF = str(Path(CONF) / "tools")
+CONF = str(Path(__file__).resolve().parents[1] / "conf")  # the one config location: programs, scripts, tests

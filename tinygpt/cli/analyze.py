@@ -20,14 +20,14 @@ import hydra
 from omegaconf import DictConfig
 
 from tinygpt.analysis.run import analyze
-from tinygpt.cli import TOOLS_CONF
+from tinygpt.cli import CONF
 from tinygpt.cli.config import register_configs
 from tinygpt.cli.refusals import refused_in_one_line
 
 register_configs()  # the typed schemas (tinygpt/cli/config.py), before Hydra composes
 
 
-@hydra.main(config_path=TOOLS_CONF, config_name="analyze", version_base="1.3")
+@hydra.main(config_path=CONF, config_name="tools/analyze", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     with refused_in_one_line():
         analyze(

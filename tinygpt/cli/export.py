@@ -13,7 +13,7 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from tinygpt.cli import TOOLS_CONF
+from tinygpt.cli import CONF
 from tinygpt.cli.config import register_configs
 from tinygpt.export.export import export_checkpoint
 from tinygpt.export.families import ExportError
@@ -22,7 +22,7 @@ from tinygpt.train.checkpoints import CheckpointError
 register_configs()  # the typed schemas (tinygpt/cli/config.py), before Hydra composes
 
 
-@hydra.main(config_path=TOOLS_CONF, config_name="export", version_base="1.3")
+@hydra.main(config_path=CONF, config_name="tools/export", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     from transformers.utils import logging as transformers_logging
 

@@ -9,7 +9,7 @@ import hydra
 import torch
 from omegaconf import DictConfig
 
-from tinygpt.cli import TOOLS_CONF
+from tinygpt.cli import CONF
 from tinygpt.cli.config import register_configs
 from tinygpt.model import generate
 from tinygpt.train.checkpoints import load_model
@@ -17,7 +17,7 @@ from tinygpt.train.checkpoints import load_model
 register_configs()  # the typed schemas (tinygpt/cli/config.py), before Hydra composes
 
 
-@hydra.main(config_path=TOOLS_CONF, config_name="generate", version_base="1.3")
+@hydra.main(config_path=CONF, config_name="tools/generate", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     model, tokenizer, _ = load_model(cfg.ckpt)
     ids = tokenizer.encode(cfg.prompt) or [0]
