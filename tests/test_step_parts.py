@@ -10,6 +10,7 @@ import pytest
 import torch
 from conftest import REPO, compose_train, requires_data
 
+from tinygpt.cli import bench_train
 from tinygpt.train.module import GPTModule
 from tinygpt.train.run import build_datamodule, build_module, device_speed
 from tinygpt.train.schema import validate_run_config
@@ -71,7 +72,7 @@ def test_the_bench_scripts_build_what_training_builds(small_corpus):
     datamodule = build_datamodule(cfg, run)
     trained = build_module(cfg, run, datamodule, speed)  # what tinygpt-train builds for this config
     _, parts_run, parts_speed, parts_data, timed = step_parts().setup(overrides, 3, "cpu")
-    _, bench_run, bench_speed = script("bench_train").setup(overrides, 3, "cpu")
+    _, bench_run, bench_speed = bench_train.setup(overrides, 3, "cpu")
     assert parts_run == bench_run == run and parts_speed == bench_speed == speed
     assert [type(m) for m in timed.modules()] == [type(m) for m in trained.modules()]
     assert timed.model.num_parameters() == trained.model.num_parameters()

@@ -38,6 +38,8 @@ def test_every_entry_point_is_the_script_of_the_same_name():
         "tinygpt-analyze",
         "tinygpt-baselines",
         "tinygpt-register",
+        "tinygpt-data-stats",
+        "tinygpt-bench-train",
     } <= set(ENTRY_POINTS)
     for command, target in ENTRY_POINTS.items():
         module, function = target.split(":")

@@ -1,11 +1,12 @@
 """The command-line programs: each module's `main` is both a console entry point and a scripts/*.py file.
 
 pyproject.toml installs them as tinygpt-train, tinygpt-evaluate, tinygpt-generate, tinygpt-report,
-tinygpt-params, tinygpt-export, tinygpt-import-hf, tinygpt-analyze and tinygpt-baselines; scripts/<name>.py
-calls the same `main`, so the two are the same program. Hydra's config_path is given as an absolute path (CONF):
-a relative one is resolved against the *module* (pkg://...) when the function is imported rather than run as
-__main__. The configs are package
-data (tinygpt/conf/), so a wheel carries them and an installed tinygpt-train finds them from any folder.
+tinygpt-params, tinygpt-export, tinygpt-import-hf, tinygpt-analyze, tinygpt-baselines, tinygpt-register,
+tinygpt-data-stats and tinygpt-bench-train; scripts/<name>.py calls the same `main`, so the two are the same
+program. Hydra's config_path is CONF, an absolute path and the one config location every program, script and test
+composes from (a relative one is resolved against the *module*, pkg://..., when the function is imported rather
+than run as __main__). The configs are package data (tinygpt/conf/), so a wheel carries them and an installed
+tinygpt-train finds them from any folder.
 """
 
 from pathlib import Path
