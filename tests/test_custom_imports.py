@@ -49,7 +49,7 @@ def halving(step, warmup_steps, total_steps, min_lr_ratio, decay_fraction):
 
 
 POSITIONS["shift"] = ShiftPositions
-MLPS["relu2"] = lambda config: ReLU2MLP(config.d_model)
+MLPS["relu2"] = lambda config, implementation: ReLU2MLP(config.d_model)
 SCHEDULES["halving"] = halving
 '''
 CONFIGS = {

@@ -55,7 +55,7 @@ class ZeroMLP(nn.Module):
 
 
 def test_mlp_registry_gives_names_errors_and_dispatch_and_every_mlp_returns_an_aux_loss(monkeypatch):
-    monkeypatch.setitem(MLPS, "zero", lambda config: ZeroMLP())
+    monkeypatch.setitem(MLPS, "zero", lambda config, implementation: ZeroMLP())
     model = GPT(GPTConfig(**SMALL, mlp="zero", moe_aux_loss_weight=0.5))
     assert model.has_aux_loss and model(torch.zeros(1, 4, dtype=torch.long)).aux_loss.item() == 1.0  # 0.5 × 2
     assert not GPT(GPTConfig(**SMALL, mlp="gelu")).has_aux_loss

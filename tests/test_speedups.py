@@ -13,10 +13,11 @@ import tinygpt.model.attention as attention
 from tinygpt.model import GPT, GPTConfig
 from tinygpt.model.fused_loss import auto_chunk, linear_cross_entropy
 from tinygpt.model.generate import generate
+from tinygpt.model.implementation import Implementation
 from tinygpt.train.module import GPTModule
 from tinygpt.train.optim import OptimConfig, build_optimizer
 from tinygpt.train.run import train
-from tinygpt.train.speedups import SpeedConfig, apply_to_model, optimizer_flags
+from tinygpt.train.speedups import SpeedConfig, implementation, optimizer_flags
 
 TINY = dict(vocab_size=61, context_length=24, d_model=32, n_layers=2, n_heads=4, dropout=0.0)
 
@@ -55,6 +56,13 @@ def test_chunked_loss_with_a_head_bias_gives_the_plain_loss_and_all_three_gradie
     torch.testing.assert_close(out, ref, rtol=1e-6, atol=1e-6)
     for got, want in zip(grads, ref_grads, strict=True):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-7)
+
+
+def built(model: GPT, **switches) -> GPT:
+    """The same weights in a model built to compute as ``switches`` say (the model's share of speed.*)."""
+    twin = GPT(model.config, Implementation(**switches))
+    twin.load_state_dict(model.state_dict())
+    return twin.train(model.training)
 
 
 def test_chunked_loss_under_bf16_autocast_matches_the_plain_autocast_path():
@@ -144,14 +152,12 @@ def test_the_attention_switch_routes_training_dropout_and_only_that(monkeypatch)
     monkeypatch.setattr(
         attention, "explicit_attention", lambda *args, **kw: calls.append(args[3]) or original(*args, **kw)
     )
-    model = GPT(GPTConfig(**{**TINY, "dropout": 0.25}))
+    model = GPT(GPTConfig(**{**TINY, "dropout": 0.25}), Implementation(attention="explicit", dropout="torch"))
     idx = torch.randint(0, 61, (2, 24))
-    apply_to_model(model, SpeedConfig(attention="explicit", dropout="torch"))
     model.train()(idx)
     assert calls == [0.25, 0.25]  # each layer, with the configured p
     model.eval()(idx)
-    apply_to_model(model, SpeedConfig(attention="sdpa", dropout="torch"))
-    model.train()(idx)
+    built(model, attention="sdpa", dropout="torch").train()(idx)
     assert calls == [0.25, 0.25]
 
 
@@ -431,7 +437,7 @@ def test_fused_projections_give_the_separate_loss_and_gradients(variant, dtype):
     idx = torch.randint(0, 61, (3, 24))
     results = {}
     for projections in ("separate", "fused"):
-        apply_to_model(model, SpeedConfig(projections=projections))
+        model = built(model, projections=projections)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == torch.bfloat16):
             out = model(idx)
             loss = F.cross_entropy(out.logits.flatten(0, 1).float(), idx.roll(-1, 1).flatten()) + out.aux_loss
@@ -475,8 +481,7 @@ def test_the_trunk_traces_as_one_graph_for_compile(variant):
 
     torch._dynamo.reset()
     torch.manual_seed(0)
-    model = GPT(GPTConfig(**{**TINY, **VARIANTS[variant], "dropout": 0.1}))
-    apply_to_model(model, SpeedConfig())
+    model = GPT(GPTConfig(**{**TINY, **VARIANTS[variant], "dropout": 0.1}), implementation(SpeedConfig()))
     idx = torch.randint(0, 61, (3, 24))
     results = []
     for features in (model.features, torch.compile(model.features, backend="eager", fullgraph=True)):
@@ -576,8 +581,7 @@ def sdpa_dtypes(monkeypatch) -> list[torch.dtype]:
 def test_attention_dtype_sets_the_cores_dtype_under_bf16_autocast(monkeypatch, setting, core):
     seen = sdpa_dtypes(monkeypatch)
     torch.manual_seed(0)
-    model = GPT(GPTConfig(**TINY))
-    apply_to_model(model, SpeedConfig(attention_dtype=setting))
+    model = GPT(GPTConfig(**TINY), Implementation(attention_dtype=setting))
     idx = torch.randint(0, 61, (2, 24))
     with torch.autocast("cpu", dtype=torch.bfloat16):
         logits = model(idx).logits
@@ -598,8 +602,7 @@ def test_auto_keeps_the_written_out_dropout_core_in_bf16(monkeypatch, setting, c
         return original(q, *args, **kwargs)
 
     monkeypatch.setattr(attention, "explicit_attention", recorded)
-    model = GPT(GPTConfig(**{**TINY, "dropout": 0.2})).train()
-    apply_to_model(model, SpeedConfig(attention_dtype=setting, dropout="int16"))
+    model = GPT(GPTConfig(**{**TINY, "dropout": 0.2}), Implementation(attention_dtype=setting, dropout="int16")).train()
     with torch.autocast("cpu", dtype=torch.bfloat16):
         model(torch.randint(0, 61, (2, 24)))
     assert seen == [core, core]
@@ -615,12 +618,10 @@ def test_either_core_keeps_the_model_within_bf16_rounding_of_fp32_and_trains(dro
     reference = model(idx).logits
     errors = {}
     for setting in ("float32", "compute"):
-        apply_to_model(model, SpeedConfig(attention_dtype=setting))
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            errors[setting] = (model(idx).logits.float() - reference).abs().max().item()
+            errors[setting] = (built(model, attention_dtype=setting)(idx).logits.float() - reference).abs().max().item()
     assert errors["float32"] < 0.02 and errors["compute"] < 0.02, errors
-    apply_to_model(model, SpeedConfig(attention_dtype="float32"))
-    model.train()
+    model = built(model, attention_dtype="float32").train()
     with torch.autocast("cpu", dtype=torch.bfloat16):
         loss = F.cross_entropy(model(idx).logits.float().flatten(0, 1), idx.roll(-1, 1).flatten())
     loss.backward()

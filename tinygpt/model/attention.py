@@ -8,18 +8,18 @@ from torch import nn
 
 from tinygpt.model.config import GPTConfig
 from tinygpt.model.dropout import LEVELS, int16_keep_mask, resolved
+from tinygpt.model.implementation import DEFAULT, Implementation
 from tinygpt.model.kv_cache import KVCache
 from tinygpt.model.norm import RMSNorm
 from tinygpt.model.position import apply_rope
-
-ATTENTION_IMPLS = ("sdpa", "explicit")
-ATTENTION_DTYPES = ("auto", "float32", "compute")
 
 
 class CausalSelfAttention(nn.Module):
     """n_heads query heads share n_kv_heads key/value heads (n_kv_heads = n_heads: plain multi-head).
 
-    `impl` (speed.attention, set by tinygpt/train/speedups.py; not saved in checkpoints) picks how attention
+    How it computes is fixed when it is built, from ``implementation`` (tinygpt/model/implementation.py: the
+    model's share of the speed.* switches; none is saved in checkpoints).
+    `impl` (speed.attention) picks how attention
     dropout is computed while training with dropout > 0: "sdpa" passes dropout_p to
     `scaled_dot_product_attention` (the default: 1.07x "explicit" in a whole step on a 2-core CPU); "explicit"
     writes the softmax out and drops its weights with F.dropout (the same Bernoulli(1 - p) mask and 1/(1 - p)
@@ -34,18 +34,15 @@ class CausalSelfAttention(nn.Module):
     `upcasts`); the projections stay in the compute dtype either way. The KV-cache path (generation) is left as
     it is.
 
-    `fused` (speed.projections, likewise runtime only): q, k and v come from one matmul against the three
+    `fused` (speed.projections): q, k and v come from one matmul against the three
     weights concatenated per forward, as litgpt's fused QKV does, while the parameters stay three Linears
     (names, checkpoints and the HF exporter unchanged); the same numbers up to float rounding.
     """
 
-    impl = "sdpa"
-    dropout_impl = "auto"
-    attention_dtype = "auto"
-    fused = False
-
-    def __init__(self, config: GPTConfig, layer_index: int):
+    def __init__(self, config: GPTConfig, layer_index: int, implementation: Implementation = DEFAULT):
         super().__init__()
+        self.impl, self.dropout_impl = implementation.attention, implementation.dropout
+        self.attention_dtype, self.fused = implementation.attention_dtype, implementation.fused
         self.layer_index = layer_index  # which of the KV cache's per-layer buffers is this layer's
         self.n_heads, self.n_kv_heads = config.n_heads, config.resolved_kv_heads
         self.head_dim = config.resolved_head_dim

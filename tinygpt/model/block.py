@@ -10,6 +10,7 @@ from torch import nn
 from tinygpt.model.attention import CausalSelfAttention
 from tinygpt.model.config import GPTConfig
 from tinygpt.model.dropout import Dropout
+from tinygpt.model.implementation import DEFAULT, Implementation
 from tinygpt.model.kv_cache import KVCache
 from tinygpt.model.mlp import make_mlp
 from tinygpt.model.norm import make_norm
@@ -38,14 +39,15 @@ class Block(nn.Module):
     # eager, so they never compile graphs of their own. None: eager everywhere.
     compiled: Callable | None = None
 
-    def __init__(self, config: GPTConfig, layer_index: int):
+    def __init__(self, config: GPTConfig, layer_index: int, implementation: Implementation = DEFAULT):
         super().__init__()
         self.prenorm, self.residual = config.prenorm, config.residual
         self.norm1 = make_norm(config.norm, config.d_model, config.norm_eps, config.bias)
-        self.attention = CausalSelfAttention(config, layer_index)
+        self.attention = CausalSelfAttention(config, layer_index, implementation)
         self.norm2 = make_norm(config.norm, config.d_model, config.norm_eps, config.bias)
-        self.mlp = make_mlp(config)
-        self.drop = Dropout(config.dropout)  # on each sublayer's output, before it reaches the stream
+        self.mlp = make_mlp(config, implementation)
+        # on each sublayer's output, before it reaches the stream
+        self.drop = Dropout(config.dropout, implementation.dropout)
 
     def forward(
         self,

@@ -71,10 +71,12 @@ def dropout(x: torch.Tensor, p: float, training: bool, impl: str) -> torch.Tenso
 
 
 class Dropout(nn.Dropout):
-    """nn.Dropout (same name, no state: checkpoints unchanged) whose implementation is `impl`, set at runtime
-    by tinygpt/train/speedups.py from speed.dropout."""
+    """nn.Dropout (same name, no state: checkpoints unchanged) whose masks come from `impl` (speed.dropout):
+    torch's, int16, or auto (by device)."""
 
-    impl = "auto"
+    def __init__(self, p: float = 0.5, impl: str = "auto"):
+        super().__init__(p)
+        self.impl = impl
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return dropout(x, self.p, self.training, self.impl)

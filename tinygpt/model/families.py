@@ -11,6 +11,7 @@ from typing import Any
 
 from tinygpt.model.config import GPTConfig
 from tinygpt.model.gpt import GPT
+from tinygpt.model.implementation import DEFAULT, Implementation
 from tinygpt.model.lstm import CharLSTM, LSTMConfig
 
 FAMILIES: dict[str, tuple[type, type]] = {"gpt": (GPTConfig, GPT), "lstm": (LSTMConfig, CharLSTM)}
@@ -32,15 +33,16 @@ def config_from(model: Any, **overrides: Any):
     return config_cls.from_omegaconf(model, **overrides)
 
 
-def build_model(config: Any):
-    """The model for a typed config or a plain dict of its fields (as saved in a checkpoint's hparams)."""
+def build_model(config: Any, implementation: Implementation = DEFAULT):
+    """The model for a typed config or a plain dict of its fields (as saved in a checkpoint's hparams), built to
+    compute as ``implementation`` says (the speed switches that live in the model)."""
     if isinstance(config, dict):
         config_cls, model_cls = FAMILIES[family_of(config)]
         fields = {k: v for k, v in config.items() if not (config_cls is GPTConfig and k == "family")}
-        return model_cls(config_cls(**fields))
+        return model_cls(config_cls(**fields), implementation)
     for config_cls, model_cls in FAMILIES.values():
         if isinstance(config, config_cls):
-            return model_cls(config)
+            return model_cls(config, implementation)
     raise TypeError(f"no model family has the config type {type(config).__name__}")
 
 

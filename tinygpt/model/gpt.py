@@ -10,6 +10,7 @@ from torch import nn
 
 from tinygpt.model.block import Block
 from tinygpt.model.config import GPTConfig
+from tinygpt.model.implementation import DEFAULT, Implementation
 from tinygpt.model.kv_cache import KVCache
 from tinygpt.model.norm import NORM_TYPES, make_norm
 from tinygpt.model.position import POSITIONS
@@ -21,7 +22,8 @@ class GPTOutput(NamedTuple):
 
 
 class GPT(nn.Module):
-    def __init__(self, config: GPTConfig):
+    def __init__(self, config: GPTConfig, implementation: Implementation = DEFAULT):
+        """implementation: how its modules compute (tinygpt/model/implementation.py), never what they hold."""
         super().__init__()
         if config.vocab_size <= 0:
             raise ValueError(
@@ -33,7 +35,7 @@ class GPT(nn.Module):
         # the encoding model.position names (tinygpt/model/position.py); only the learned table has parameters,
         # saved as position_embedding.table.weight
         self.position_embedding = POSITIONS[config.position](config)
-        self.blocks = nn.ModuleList(Block(config, i) for i in range(config.n_layers))
+        self.blocks = nn.ModuleList(Block(config, i, implementation) for i in range(config.n_layers))
         self.final_norm = make_norm(config.norm, config.d_model, config.norm_eps, config.bias)
         # Tied: the unembedding is the embedding table, transposed (Press and Wolf, 2017); never a bias.
         self.lm_head = None

@@ -23,6 +23,7 @@ from torch import nn
 
 from tinygpt.model.dropout import Dropout
 from tinygpt.model.gpt import GPTOutput
+from tinygpt.model.implementation import DEFAULT, Implementation
 
 
 @dataclass
@@ -71,7 +72,7 @@ class LSTMState:
 
 
 class CharLSTM(nn.Module):
-    def __init__(self, config: LSTMConfig):
+    def __init__(self, config: LSTMConfig, implementation: Implementation = DEFAULT):
         super().__init__()
         if config.vocab_size <= 0:
             raise ValueError(
@@ -87,7 +88,8 @@ class CharLSTM(nn.Module):
             batch_first=True,
             dropout=config.dropout if config.n_layers > 1 else 0.0,
         )
-        self.drop = Dropout(config.dropout)  # speed.dropout applies; nn.LSTM's own between layers is torch's
+        # speed.dropout applies (the rest of the implementation is the GPT's); nn.LSTM's own between layers is torch's
+        self.drop = Dropout(config.dropout, implementation.dropout)
         self.head = nn.Linear(config.d_model, config.vocab_size)
 
     has_aux_loss = False  # features() returns a zero auxiliary loss, as the GPT's interface asks

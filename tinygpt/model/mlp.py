@@ -15,6 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from tinygpt.model.implementation import DEFAULT, Implementation
+
 if TYPE_CHECKING:
     from tinygpt.model.config import GPTConfig
 
@@ -52,14 +54,13 @@ class SwiGLU(nn.Module):
     Never has biases, whatever GPTConfig.bias says: 000's SwiGLU is bias-free, and its "+ SwiGLU only"
     count (28,916,736, on a model whose other layers have biases) depends on it.
 
-    `fused` (speed.projections, runtime only, set by tinygpt/train/speedups.py): gate and up as one matmul
-    against their weights concatenated per forward; the parameters and their names stay as they are.
+    `fused` (speed.projections, chosen when built): gate and up as one matmul against their weights concatenated
+    per forward; the parameters and their names stay as they are.
     """
 
-    fused = False
-
-    def __init__(self, d: int, hidden: int):
+    def __init__(self, d: int, hidden: int, fused: bool = False):
         super().__init__()
+        self.fused = fused
         self.gate = nn.Linear(d, hidden, bias=False)
         self.up = nn.Linear(d, hidden, bias=False)
         self.down = nn.Linear(hidden, d, bias=False)
@@ -100,10 +101,10 @@ def load_balancing_loss(router_logits: torch.Tensor, chosen: torch.Tensor, n_exp
 class MoE(nn.Module):
     """A router picks top_k of n_experts SwiGLU networks per token and mixes their outputs (000)."""
 
-    def __init__(self, d: int, hidden: int, n_experts: int, top_k: int):
+    def __init__(self, d: int, hidden: int, n_experts: int, top_k: int, fused: bool = False):
         super().__init__()
         self.router = nn.Linear(d, n_experts, bias=False)
-        self.experts = nn.ModuleList(SwiGLU(d, hidden) for _ in range(n_experts))
+        self.experts = nn.ModuleList(SwiGLU(d, hidden, fused) for _ in range(n_experts))
         self.top_k = top_k
 
     has_aux_loss = True
@@ -125,18 +126,19 @@ class MoE(nn.Module):
         return out.view_as(x), load_balancing_loss(router_logits, chosen, len(self.experts))
 
 
-# model.mlp's names and their builders: GPTConfig checks against the keys, the block builds from the values.
-MLPS: dict[str, Callable[[GPTConfig], nn.Module]] = {
+# model.mlp's names and their builders (config, implementation) -> module: GPTConfig checks against the keys, the
+# block builds from the values. The implementation says how it computes (speed.projections: .fused).
+MLPS: dict[str, Callable[[GPTConfig, Implementation], nn.Module]] = {
     **{
-        name: (lambda c, form=form: GeluMLP(c.d_model, c.resolved_mlp_hidden, bias=c.bias, approximate=form))
+        name: (lambda c, i, form=form: GeluMLP(c.d_model, c.resolved_mlp_hidden, bias=c.bias, approximate=form))
         for name, form in GELUS.items()
     },
-    "swiglu": lambda c: SwiGLU(c.d_model, c.resolved_mlp_hidden),
-    "moe": lambda c: MoE(c.d_model, c.resolved_mlp_hidden, c.n_experts, c.top_k),
+    "swiglu": lambda c, i: SwiGLU(c.d_model, c.resolved_mlp_hidden, i.fused),
+    "moe": lambda c, i: MoE(c.d_model, c.resolved_mlp_hidden, c.n_experts, c.top_k, i.fused),
 }
 
 
-def make_mlp(config: GPTConfig) -> nn.Module:
+def make_mlp(config: GPTConfig, implementation: Implementation = DEFAULT) -> nn.Module:
     if config.mlp not in MLPS:
         raise ValueError(f"mlp={config.mlp!r} is not allowed: must be one of {', '.join(MLPS)}")
-    return MLPS[config.mlp](config)
+    return MLPS[config.mlp](config, implementation)

@@ -13,7 +13,7 @@ from tinygpt.model import build_model
 from tinygpt.model.fused_loss import linear_cross_entropy
 from tinygpt.train.malloc import apply_malloc
 from tinygpt.train.optim import OptimConfig, build_optimizer
-from tinygpt.train.speedups import SpeedConfig, apply_to_model, optimizer_flags, training_features
+from tinygpt.train.speedups import SpeedConfig, implementation, optimizer_flags, training_features
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -39,11 +39,12 @@ class GPTModule(L.LightningModule):
         # logger=False: the run logs its own hparams (the switches, not a tokenizer's JSON) with a metric
         self.save_hyperparameters(ignore=["tokenizer_json"], logger=False)
         self.tokenizer_json = tokenizer_json
-        self.model = build_model(model)  # the family (gpt, lstm) is named in the config: tinygpt/model/families.py
+        self.speed_config = SpeedConfig(**(speed or {}))
+        # the family (gpt, lstm) is named in the config (tinygpt/model/families.py); how its modules compute is the
+        # speed switches' share that lives in the model, given when it is built
+        self.model = build_model(model, implementation(self.speed_config))
         self.model_config = self.model.config
         self.optim_config = OptimConfig(**optim)
-        self.speed_config = SpeedConfig(**(speed or {}))
-        apply_to_model(self.model, self.speed_config)
         apply_malloc(self.speed_config.malloc)  # the process's malloc thresholds (tinygpt/train/malloc.py)
         self._features = training_features(self.model, self.speed_config)  # speed.compile
         self.dev_score = BitsPerByte()

@@ -63,10 +63,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from tinygpt.model.attention import ATTENTION_DTYPES, ATTENTION_IMPLS, CausalSelfAttention
 from tinygpt.model.block import Block
-from tinygpt.model.dropout import DROPOUT_IMPLS, Dropout
-from tinygpt.model.mlp import SwiGLU
+from tinygpt.model.dropout import DROPOUT_IMPLS
+from tinygpt.model.implementation import ATTENTION_DTYPES, ATTENTION_IMPLS, PROJECTIONS, Implementation
 from tinygpt.train.malloc import MALLOC_IMPLS
 
 CHOICES = {
@@ -74,7 +73,7 @@ CHOICES = {
     "attention": ATTENTION_IMPLS,
     "attention_dtype": ATTENTION_DTYPES,
     "dropout": DROPOUT_IMPLS,
-    "projections": ("fused", "separate"),
+    "projections": PROJECTIONS,
     "optimizer": ("fused", "foreach", "for_loop"),
     "malloc": MALLOC_IMPLS,
 }
@@ -112,17 +111,10 @@ class SpeedConfig:
             raise ValueError(f"speed.peak_flops={self.peak_flops!r} is not allowed: a positive FLOP/s, or null")
 
 
-def apply_to_model(model: nn.Module, config: SpeedConfig) -> None:
-    """Set the switches that live on the model's modules (runtime only: nothing is saved in checkpoints)."""
-    for module in model.modules():
-        if isinstance(module, CausalSelfAttention):
-            module.impl = config.attention
-            module.dropout_impl = config.dropout
-            module.attention_dtype = config.attention_dtype
-        if isinstance(module, Dropout):
-            module.impl = config.dropout
-        if isinstance(module, (CausalSelfAttention, SwiGLU)):
-            module.fused = config.projections == "fused"
+def implementation(config: SpeedConfig) -> Implementation:
+    """The switches that decide how the model's modules compute, which the model is built with
+    (tinygpt/model/implementation.py; nothing of them is saved in checkpoints)."""
+    return Implementation(config.attention, config.attention_dtype, config.dropout, config.projections)
 
 
 def training_features(model: nn.Module, config: SpeedConfig) -> Callable:
