@@ -307,3 +307,28 @@ def test_trials_go_out_in_batches_of_n_jobs_and_a_crashed_trial_is_recorded_fail
     launcher = FakeLauncher(sweep)
     run_search(more, config, launcher, ["experiment=smoke"])
     assert [(start, len(batch)) for start, batch in launcher.batches] == [(7, 2), (9, 1)]
+
+
+def test_the_command_refuses_a_held_out_objective_in_one_line_without_m(tmp_path):
+    """hparams_search makes the command a multirun by itself (hydra.mode), and a refusal is one line, exit 2."""
+    done = subprocess.run(
+        [
+            PYTHON,
+            "scripts/train.py",
+            "experiment=smoke",
+            "hparams_search=peps",
+            "hydra.sweeper.objective=final.test_bits_per_byte",
+            f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert (
+        done.stderr.strip()
+        .splitlines()[-1]
+        .startswith("[tinygpt] refused: hydra.sweeper.objective=final.test_bits_per_byte: a held-out score cannot be")
+    )
+    assert "Traceback" not in done.stderr and not (tmp_path / "sweep").exists()

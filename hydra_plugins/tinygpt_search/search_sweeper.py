@@ -9,6 +9,7 @@ need the nodes (each job builds the same pruner from them).
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from hydra.core.plugins import Plugins
@@ -17,6 +18,7 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig
 
 from tinygpt.launch.search import run_search
+from tinygpt.launch.study import SearchRefused
 
 
 class SearchSweeper(Sweeper):
@@ -33,4 +35,8 @@ class SearchSweeper(Sweeper):
 
     def sweep(self, arguments: list[str]) -> Any:
         assert self.config is not None and self.launcher is not None
-        return run_search(self.config.hydra.sweeper, self.config, self.launcher, arguments)
+        try:
+            return run_search(self.config.hydra.sweeper, self.config, self.launcher, arguments)
+        except SearchRefused as refused:  # a user's mistake: one line, before anything is written, no traceback
+            print(f"[tinygpt] refused: {refused}", file=sys.stderr, flush=True)
+            sys.exit(2)
