@@ -155,6 +155,8 @@ def test_a_changed_search_is_refused_in_its_folder():
     remember_space(study, space, "best.dev_bits_per_byte", ["progress.style"])
     moved = parse_space({"lr": "interval(1e-4, 1e-3)"}, ["experiment=smoke"])  # only how it runs: the same search
     remember_space(study, moved, "best.dev_bits_per_byte", ["progress.style"])
+    reordered = parse_space({"lr": "interval(1e-4, 1e-3)"}, ["progress.style=bar", "experiment=smoke"])
+    remember_space(study, reordered, "best.dev_bits_per_byte", ["progress.style"])
     for params, fixed in [({"lr": "interval(1e-4, 1e-2)"}, ["experiment=smoke"]), ({"lr": "interval(1e-4, 1e-3)"}, [])]:
         with pytest.raises(SearchRefused, match="this folder's study searched"):
             remember_space(study, parse_space(params, fixed), "best.dev_bits_per_byte", ["progress.style"])

@@ -199,7 +199,8 @@ def remember_space(study: optuna.Study, space: Space, objective: str, execution:
     data.root, ...), which a later launch may change, as a rerun of any sweep may."""
 
     def what(fixed: Sequence[str]) -> list[str]:
-        return [line for line in fixed if line.split("=", 1)[0].lstrip("+~") not in set(execution)]
+        # in any order: the same overrides in another order compose the same config
+        return sorted(line for line in fixed if line.split("=", 1)[0].lstrip("+~") not in set(execution))
 
     searched = {"params": space.source, "fixed": space.fixed, "objective": objective}
     before = study.user_attrs.get("search")
