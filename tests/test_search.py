@@ -151,15 +151,20 @@ def test_running_the_finished_search_again_adds_no_trial(search):
 
 def test_a_changed_search_is_refused_in_its_folder():
     study = optuna.create_study()
-    space = parse_space({"lr": "interval(1e-4, 1e-3)"}, ["experiment=smoke", "progress.style=lines"])
-    remember_space(study, space, "best.dev_bits_per_byte", ["progress.style"])
-    moved = parse_space({"lr": "interval(1e-4, 1e-3)"}, ["experiment=smoke"])  # only how it runs: the same search
-    remember_space(study, moved, "best.dev_bits_per_byte", ["progress.style"])
-    reordered = parse_space({"lr": "interval(1e-4, 1e-3)"}, ["progress.style=bar", "experiment=smoke"])
-    remember_space(study, reordered, "best.dev_bits_per_byte", ["progress.style"])
-    for params, fixed in [({"lr": "interval(1e-4, 1e-2)"}, ["experiment=smoke"]), ({"lr": "interval(1e-4, 1e-3)"}, [])]:
+    lr = {"lr": "interval(1e-4, 1e-3)"}
+    execution = ["progress.style"]  # the sweep's override_dirname.exclude_keys: how jobs run, not what they train
+    remember_space(
+        study, parse_space(lr, ["experiment=smoke", "data=peps", "progress.style=lines"]), "best.dev_loss", execution
+    )
+    for same in (["experiment=smoke", "data=peps"], ["data=peps", "progress.style=bar", "experiment=smoke"]):
+        remember_space(study, parse_space(lr, same), "best.dev_loss", execution)  # not refused
+    for params, fixed, objective in [
+        ({"lr": "interval(1e-4, 1e-2)"}, ["experiment=smoke", "data=peps"], "best.dev_loss"),
+        (lr, ["experiment=smoke"], "best.dev_loss"),
+        (lr, ["experiment=smoke", "data=peps"], "final.dev_loss"),
+    ]:
         with pytest.raises(SearchRefused, match="this folder's study searched"):
-            remember_space(study, parse_space(params, fixed), "best.dev_bits_per_byte", ["progress.style"])
+            remember_space(study, parse_space(params, fixed), objective, execution)
 
 
 def test_the_median_pruner_stops_a_hopeless_trial_early(search):
