@@ -171,7 +171,11 @@ def test_blog_1000_final_fp32_is_the_same_recipe_in_fp32_registered_apart():
     bf16 = OmegaConf.to_container(compose_train(["experiment=blog_1000_final"]))
     fp32 = OmegaConf.to_container(compose_train(["experiment=blog_1000_final_fp32"]))
     assert (bf16["trainer"]["precision"], fp32["trainer"]["precision"]) == ("bf16-mixed", "32-true")
-    assert fp32["score_once"] == {"steps": [250, 500, 750, 1000], "recipe": "blog-1000-bpe-dropout0.1-cosine-fp32"}
+    assert fp32["score_once"] == {
+        "steps": [250, 500, 750, 1000],
+        "recipe": "blog-1000-bpe-dropout0.1-cosine-fp32",
+        "seeds": [],
+    }
     assert fp32["name"] == "blog_1000_final_fp32"
     for cfg in (bf16, fp32):
         cfg["trainer"].pop("precision")
