@@ -185,6 +185,8 @@ def test_the_median_pruner_stops_a_hopeless_trial_early(search):
             if t.state == TrialState.COMPLETE and t.number < trial.number and step in t.intermediate_values
         ]
         assert earlier and trial.intermediate_values[step] > statistics.median(earlier)
+    # a trial that reached its last step finished, even where the pruner would have stopped it (trial 2 here)
+    assert all(t.state == TrialState.COMPLETE for t in trials if STEPS in t.intermediate_values)
 
 
 def test_the_report_of_a_search_has_its_trials_best_trial_importances_and_plots(search, capsys):
@@ -314,6 +316,12 @@ def test_trials_go_out_in_batches_of_n_jobs_and_a_crashed_trial_is_recorded_fail
     launcher = FakeLauncher(sweep)
     run_search(more, config, launcher, ["experiment=smoke"])
     assert [(start, len(batch)) for start, batch in launcher.batches] == [(7, 2), (9, 1)]
+    # the continued study's sampler does not start over: no trial repeats an earlier one's values
+    lrs = [
+        t.params["lr"]
+        for t in optuna.load_study(study_name="batches", storage=f"sqlite:///{sweep / 'study.db'}").trials
+    ]
+    assert len(set(lrs)) == len(lrs) == 10
 
 
 def test_the_command_refuses_a_held_out_objective_in_one_line_without_m(tmp_path):

@@ -170,7 +170,7 @@ def open_study(sweeper: Any, sweep_dir: str | Path, name: str, *, create: bool =
     study_name = sweeper.study_name or name
     sampler, pruner = build(sweeper.sampler), build(sweeper.pruner)
     if create:
-        return optuna.create_study(
+        study = optuna.create_study(
             storage=url,
             study_name=study_name,
             direction=sweeper.direction,
@@ -178,6 +178,13 @@ def open_study(sweeper: Any, sweep_dir: str | Path, name: str, *, create: bool =
             pruner=pruner,
             load_if_exists=True,
         )
+        # A continued study: a sampler seeded as before would draw the first trial's values again (its random
+        # start has no memory of the study), so its seed moves on by the trials already there: deterministic, new.
+        seed = OmegaConf.select(OmegaConf.create(sweeper.sampler), "seed") if sweeper.sampler else None
+        if study.trials and seed is not None:
+            node = OmegaConf.merge(OmegaConf.create(sweeper.sampler), {"seed": int(seed) + len(study.trials)})
+            study.sampler = build(node)
+        return study
     return optuna.load_study(study_name=study_name, storage=url, sampler=sampler, pruner=pruner)
 
 

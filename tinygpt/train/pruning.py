@@ -35,6 +35,7 @@ class TrialPruning(L.Callback):
             trainer.should_stop = True
             return
         self.trial.report(value, step)
-        if self.trial.should_prune():
+        # at the last step the trial is done: its score stands, whatever the pruner would say
+        if step < trainer.max_steps and self.trial.should_prune():
             self.pruned = {"step": step, "dev_bits_per_byte": value}
             trainer.should_stop = True
