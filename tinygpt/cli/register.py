@@ -39,7 +39,7 @@ from tinygpt.cli import CONF
 from tinygpt.cli.config import register_configs
 from tinygpt.common.run_folder import read_record
 from tinygpt.launch.search import trial_dir
-from tinygpt.launch.study import load_finished_study
+from tinygpt.launch.study import load_finished_study, override_key
 from tinygpt.train.score_once import flatten, recipe_switches
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_\-]*$")
@@ -195,7 +195,7 @@ def register(sweep_dir: Path, settings: dict, destination: Path, package: bool =
     trial_config = OmegaConf.to_container(job_config, resolve=True)
     choices = dict(OmegaConf.load(folder / ".hydra" / "hydra.yaml").hydra.runtime.choices)
     overrides = OmegaConf.load(folder / ".hydra" / "overrides.yaml")
-    overridden = [line.split("=", 1)[0].lstrip("+~") for line in overrides] + list(changes)
+    overridden = [override_key(line) for line in overrides] + list(changes)
     steps = settings.get("steps") or [int(trial_config["trainer"]["max_steps"])]
     seeds = settings.get("seeds") or [0, 1, 2]
     registration = {"steps": steps, "seeds": seeds, "recipe": name}

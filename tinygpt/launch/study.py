@@ -48,6 +48,11 @@ HELD_OUT_WORDS = ("test", "held", "heldout")
 HELD_OUT_KEYS = ("split", "data.test_fraction", "data.test_documents", "data.test_k", "data.split_seed")
 
 
+def override_key(override: str) -> str:
+    """An override's key, without its + / ++ / ~ prefix (``+trainer.x=1`` -> ``trainer.x``)."""
+    return override.partition("=")[0].lstrip("+~")
+
+
 class SearchRefused(ValueError):
     """A search config the protocol refuses (one line naming the field), raised before a study is made."""
 
@@ -125,7 +130,7 @@ def refuse_held_out(lines: Sequence[str]) -> None:
     """A search chooses on dev only: an override that names the held-out split, or changes which text is held
     out, is refused naming it."""
     for line in lines:
-        key = line.split("=", 1)[0].lstrip("+~")
+        key = override_key(line)
         value = line.split("=", 1)[1] if "=" in line else ""
         if key.split(".")[-1] == "split" or any(key == k or key.startswith(k + ".") for k in HELD_OUT_KEYS):
             raise SearchRefused(
@@ -168,24 +173,19 @@ def open_study(sweeper: Any, sweep_dir: str | Path, name: str, *, create: bool =
     """The search's study: created on the first launch, loaded on every later one (and in each trial's job)."""
     url = storage_url(sweeper.storage, sweep_dir)
     study_name = sweeper.study_name or name
-    sampler, pruner = build(sweeper.sampler), build(sweeper.pruner)
-    if create:
-        study = optuna.create_study(
-            storage=url,
-            study_name=study_name,
-            direction=sweeper.direction,
-            sampler=sampler,
-            pruner=pruner,
-            load_if_exists=True,
-        )
-        # A continued study: a sampler seeded as before would draw the first trial's values again (its random
-        # start has no memory of the study), so its seed moves on by the trials already there: deterministic, new.
-        seed = OmegaConf.select(OmegaConf.create(sweeper.sampler), "seed") if sweeper.sampler else None
-        if study.trials and seed is not None:
-            node = OmegaConf.merge(OmegaConf.create(sweeper.sampler), {"seed": int(seed) + len(study.trials)})
-            study.sampler = build(node)
-        return study
-    return optuna.load_study(study_name=study_name, storage=url, sampler=sampler, pruner=pruner)
+    pruner = build(sweeper.pruner)
+    if not create:  # a trial's job reports and asks its pruner; it samples nothing
+        return optuna.load_study(study_name=study_name, storage=url, pruner=pruner)
+    study = optuna.create_study(
+        storage=url, study_name=study_name, direction=sweeper.direction, pruner=pruner, load_if_exists=True
+    )
+    # A continued study: a sampler seeded as before would draw the first trial's values again (its random start
+    # has no memory of the study), so its seed moves on by the trials already there: deterministic, and new.
+    node = sweeper.sampler
+    if node is not None and node.get("seed") is not None and study.trials:
+        node = OmegaConf.merge(node, {"seed": int(node.seed) + len(study.trials)})
+    study.sampler = build(node) if node is not None else optuna.samplers.TPESampler()
+    return study
 
 
 def load_finished_study(sweep_dir: str | Path) -> optuna.Study:
@@ -207,7 +207,7 @@ def remember_space(study: optuna.Study, space: Space, objective: str, execution:
 
     def what(fixed: Sequence[str]) -> list[str]:
         # in any order: the same overrides in another order compose the same config
-        return sorted(line for line in fixed if line.split("=", 1)[0].lstrip("+~") not in set(execution))
+        return sorted(line for line in fixed if override_key(line) not in set(execution))
 
     searched = {"params": space.source, "fixed": space.fixed, "objective": objective}
     before = study.user_attrs.get("search")

@@ -19,7 +19,7 @@ from hydra.core.override_parser.types import Override
 from omegaconf import OmegaConf
 
 from tinygpt.common.run_folder import read_record as read_run_record
-from tinygpt.launch.study import in_search
+from tinygpt.launch.study import in_search, override_key
 
 SEED_KEY = "seed"
 
@@ -61,10 +61,6 @@ class Job:
     @property
     def name(self) -> str:
         return self.path.name if self.path is not None else ",".join(self.overrides)
-
-
-def override_key(override: str) -> str:
-    return override.partition("=")[0].lstrip("+~")
 
 
 def identity(overrides, excluded: set[str]) -> tuple[str, ...]:
