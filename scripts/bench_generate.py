@@ -26,6 +26,7 @@ from hydra import compose, initialize_config_dir
 
 from tinygpt.cli import CONF
 from tinygpt.cli.config import register_configs
+from tinygpt.common.typed import typed
 from tinygpt.model import GPT, GPTConfig, generate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,7 +45,7 @@ def benchmark_config() -> GPTConfig:
     """Composed from the real presets, so the benchmark measures exactly what a config run would build."""
     with initialize_config_dir(config_dir=CONF, version_base=None):
         cfg = compose(config_name="params", overrides=MODERN_SINCE_GPT2)
-    return GPTConfig.from_omegaconf(cfg.model)
+    return typed(GPTConfig, cfg.model, "model")
 
 
 def cpu_name() -> str:

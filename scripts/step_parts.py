@@ -32,7 +32,7 @@ from tinygpt.launch.precision import choose
 from tinygpt.model import families
 from tinygpt.train.optim import build_optimizer
 from tinygpt.train.run import build_datamodule, build_module, device_speed
-from tinygpt.train.schema import validate_run_config
+from tinygpt.train.schema import parse_run_config
 from tinygpt.train.speed import compute_dtype, matmul_peak
 from tinygpt.train.speedups import optimizer_flags
 
@@ -40,21 +40,21 @@ PARTS = ("batch", "forward", "backward", "optimizer")
 
 
 def setup(overrides: list[str], steps: int, device: str):
-    """(config, typed run settings, speed resolved for ``device``, DataModule, LightningModule) for a run of ``steps``
+    """(typed run settings, speed resolved for ``device``, DataModule, LightningModule) for a run of ``steps``
     steps, through train/run.py's own calls, so the parts timed are those of the module training builds."""
     with initialize_config_dir(CONF, version_base="1.3"):
         cfg = compose(
             "train", overrides=[*overrides, f"trainer.max_steps={steps}", f"trainer.val_check_interval={steps}"]
         )
-    run = validate_run_config(cfg)
-    speed = device_speed(cfg, run, device.split(":")[0])
-    datamodule = build_datamodule(cfg, run)
-    return cfg, run, speed, datamodule, build_module(cfg, run, datamodule, speed)
+    run = parse_run_config(cfg)
+    speed = device_speed(run, device.split(":")[0])
+    datamodule = build_datamodule(run)
+    return run, speed, datamodule, build_module(run, datamodule, speed)
 
 
 def time_parts(overrides: list[str], steps: int, warmup: int, device: str) -> dict:
-    cfg, run, speed, datamodule, module = setup(overrides, steps + warmup, device)
-    precision = choose(cfg.trainer.accelerator, cfg.trainer.precision).precision  # auto: the device's
+    run, speed, datamodule, module = setup(overrides, steps + warmup, device)
+    precision = choose(run.trainer["accelerator"], run.trainer["precision"]).precision  # auto: the device's
     module = module.to(device).train()
     model, optim = module.model, run.optim
     optimizer, schedule = build_optimizer(model, optim, steps + warmup, optimizer_flags(speed.speed))
@@ -89,10 +89,10 @@ def time_parts(overrides: list[str], steps: int, warmup: int, device: str) -> di
     per_step = {part: seconds / steps for part, seconds in totals.items()}
     tokens = x.numel()
     step_s = sum(per_step.values())
-    peak = cfg.speed.peak_flops or matmul_peak(compute_dtype(precision))
+    peak = run.speed.peak_flops or matmul_peak(compute_dtype(precision))
     rate = tokens / step_s
     return {
-        "tokenizer": cfg.data.tokenizer.name,
+        "tokenizer": run.data.tokenizer.name,
         "precision": precision,
         "vocab": datamodule.vocab_size,
         "parameters": model.num_parameters(),

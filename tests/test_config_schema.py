@@ -1,6 +1,6 @@
 """One typed config tree: a misspelled key or a wrong type fails when Hydra composes, naming the key.
 
-Every group has a schema (model: GPTConfig or LSTMConfig by family, data: DataSchema, optim: OptimConfig,
+Every group has a schema (model: GPTConfig or LSTMConfig by family, data: DataConfig, optim: OptimConfig,
 sweep: SweepConfig) and so do the top-level keys (RunConfig, speed and the rest), all registered by
 tinygpt.cli.config.register_configs() (conftest calls it, as every entry point does).
 """
@@ -9,7 +9,7 @@ import pytest
 from conftest import compose_train
 from hydra.errors import ConfigCompositionException
 
-from tinygpt.train.schema import ConfigError, RunConfig, validate_run_config
+from tinygpt.train.schema import ConfigError, RunConfig, parse_run_config
 
 
 def composition_error(overrides: list[str]) -> str:
@@ -22,8 +22,8 @@ def composition_error(overrides: list[str]) -> str:
     "override, words",
     [
         # unknown keys, each group and the top level
-        ("data.batch_sz=3", ["data.batch_sz", "DataSchema"]),
-        ("data.tokenizer.vocab=3", ["data.tokenizer.vocab", "TokenizerSchema"]),
+        ("data.batch_sz=3", ["data.batch_sz", "DataConfig"]),
+        ("data.tokenizer.vocab=3", ["data.tokenizer.vocab", "TokenizerConfig"]),
         ("model.n_layer=2", ["model.n_layer", "GPTConfig"]),
         ("optim.warmup=3", ["optim.warmup", "OptimConfig"]),
         ("sample.top_kk=3", ["sample.top_kk", "SampleConfig"]),
@@ -63,8 +63,8 @@ def test_the_lstm_family_has_its_own_schema():
 def test_a_force_added_top_level_key_fails_before_the_run_naming_it():
     cfg = compose_train(["experiment=smoke", "+lr_peak=1"])  # `+` adds past the schema; the run check names it
     with pytest.raises(ConfigError, match="lr_peak is not a setting: the top-level keys are name, seed, lr"):
-        validate_run_config(cfg)
-    validate_run_config(compose_train(["experiment=smoke", "+trainer.gradient_clip_algorithm=value"]))
+        parse_run_config(cfg)
+    parse_run_config(compose_train(["experiment=smoke", "+trainer.gradient_clip_algorithm=value"]))
 
 
 @pytest.mark.parametrize("corpus", ["timemachine", "shakespeare", "peps", "textfile", "textdir"])

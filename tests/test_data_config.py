@@ -9,6 +9,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from tinygpt.common.typed import typed
 from tinygpt.data import DataConfig, DataError
 
 CONF_DATA = Path(__file__).resolve().parents[1] / "tinygpt" / "conf" / "data"
@@ -29,27 +30,31 @@ def data_node(config_dir: Path, *overrides: str):
         return compose("primary", overrides=list(overrides)).data
 
 
+def read_data(values) -> DataConfig:
+    return typed(DataConfig, values, "data", DataError)
+
+
 def test_default_is_the_time_machine_with_chars(config_dir):
     data = data_node(config_dir)
     assert data.name == "timemachine" and data.tokenizer.name == "char" and data.fraction == 1.0
-    config = DataConfig.from_any(data)
+    config = read_data(data)
     assert config.path == "timemachine/timemachine.txt" and config.test_fraction == 0.1 and config.dev == "tail"
 
 
 def test_group_and_plain_overrides_compose(config_dir):
     data = data_node(config_dir, "data=peps", "data/tokenizer=bpe", "data/fraction=quarter", "data.fraction=half")
-    config = DataConfig.from_any(data)
+    config = read_data(data)
     assert (config.name, config.corpus, config.glob, config.dev) == ("peps", "dir", "pep-*.rst", "documents")
     assert config.tokenizer.name == "bpe" and config.tokenizer.vocab_size == 2048
     assert config.fraction == 0.5  # the plain key, given last, wins over the group choice
-    assert DataConfig.from_any(data_node(config_dir, "data/fraction=quarter")).fraction == 0.25
-    assert DataConfig.from_any(data_node(config_dir, "data.fraction=quarter")).fraction == 0.25
-    assert DataConfig.from_any(data_node(config_dir, "data.fraction=1")).fraction == 1.0
+    assert read_data(data_node(config_dir, "data/fraction=quarter")).fraction == 0.25
+    assert read_data(data_node(config_dir, "data.fraction=quarter")).fraction == 0.25
+    assert read_data(data_node(config_dir, "data.fraction=1")).fraction == 1.0
 
 
 @pytest.mark.parametrize("tokenizer", ["char", "bytes", "bpe", "gpt2"])
 def test_every_tokenizer_choice_composes(config_dir, tokenizer):
-    assert DataConfig.from_any(data_node(config_dir, f"data/tokenizer={tokenizer}")).tokenizer.name == tokenizer
+    assert read_data(data_node(config_dir, f"data/tokenizer={tokenizer}")).tokenizer.name == tokenizer
 
 
 def test_every_corpus_config_has_the_same_flat_keys(config_dir):
@@ -62,9 +67,9 @@ def test_generic_corpora_require_a_path(config_dir):
     for name in ("textfile", "textdir"):
         data = data_node(config_dir, f"data={name}")
         assert OmegaConf.is_missing(data, "path")
-        with pytest.raises(DataError, match=f"data.path is required for data={name}"):
-            DataConfig.from_any(data)
-        assert DataConfig.from_any(data_node(config_dir, f"data={name}", "data.path=/tmp/x")).path == "/tmp/x"
+        with pytest.raises(DataError, match=r"data\.path is required: give it with data\.path=<value>"):
+            read_data(data)
+        assert read_data(data_node(config_dir, f"data={name}", "data.path=/tmp/x")).path == "/tmp/x"
 
 
 def test_shakespeare_and_timemachine_are_single_files(config_dir):
@@ -72,26 +77,26 @@ def test_shakespeare_and_timemachine_are_single_files(config_dir):
         ("shakespeare", "tinyshakespeare/input.txt"),
         ("timemachine", "timemachine/timemachine.txt"),
     ):
-        config = DataConfig.from_any(data_node(config_dir, f"data={name}"))
+        config = read_data(data_node(config_dir, f"data={name}"))
         assert config.corpus == "file" and config.path == path
 
 
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        ({"bacth_size": 8}, r"^data\.bacth_size: Key 'bacth_size' not in 'DataSchema'; allowed: name, root, corpus"),
+        ({"bacth_size": 8}, r"^data\.bacth_size: Key 'bacth_size' not in 'DataConfig'; allowed: name, root, corpus"),
         ({"tokenizer": {"name": "bpe", "vocab": 512}}, r"^data\.tokenizer\.vocab: .*; allowed: name, vocab_size$"),
         ({"batch_size": "eight"}, r"^data\.batch_size: .*could not be converted to Integer$"),
         ({"test_documents": "a.txt"}, r"^data\.test_documents: "),
     ],
 )
 def test_a_plain_dict_is_held_to_the_same_schema(data, message):
-    """Python callers (baselines, scripts, tests) pass plain dicts; from_any checks them against DataSchema too."""
+    """Python callers (baselines, scripts, tests) pass plain dicts; typed() checks them against DataConfig too."""
     with pytest.raises(DataError, match=message):
-        DataConfig.from_any(data)
+        read_data(data)
 
 
 def test_a_plain_dict_gets_the_same_defaults_as_the_dataclass():
-    config = DataConfig.from_any({"name": "textfile", "path": "book.txt", "fraction": "half"})
+    config = read_data({"name": "textfile", "path": "book.txt", "fraction": "half"})
     assert config == DataConfig(name="textfile", path="book.txt", fraction=0.5)
     assert config.test_documents == () and config.fraction == 0.5 and config.tokenizer.name == "char"

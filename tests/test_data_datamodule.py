@@ -233,9 +233,9 @@ def test_non_utf8_bytes_name_the_file_and_offset(tmp_path):
         ({"dev": "documents"}, r"data\.dev=documents needs a directory corpus"),
         ({"dev_fraction": 1.0}, r"data\.dev_fraction=1\.0: must be a number in \(0, 1\)"),
         ({"batch_size": 0}, r"data\.batch_size=0: must be an integer >= 1"),
-        ({"bacth_size": 8}, r"data\.bacth_size: Key 'bacth_size' not in 'DataSchema'; allowed: name, root, corpus"),
+        ({"bacth_size": 8}, r"data\.bacth_size: Key 'bacth_size' not in 'DataConfig'; allowed: name, root, corpus"),
         ({"tokenizer": {"name": "char", "vocab_size": 10}}, r"only bpe takes a vocab_size"),
-        ({"name": "textfile", "path": "???"}, r"data\.path is required for data=textfile"),
+        ({"name": "textfile", "path": "???"}, r"data\.path is required: give it with data\.path="),
         ({"name": "peps"}, r"data\.name=peps is a dir corpus, but data\.corpus=file"),
     ],
 )

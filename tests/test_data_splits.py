@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tinygpt.common.typed import typed
 from tinygpt.data import BytesTokenizer, DataConfig, DataError, TextDataModule
 from tinygpt.data.corpus import open_corpus
 from tinygpt.data.documents import read_piece
@@ -23,7 +24,7 @@ def salad(seed: int, n_words: int) -> str:
 
 
 def plan_for(root: Path, **data):
-    config = DataConfig.from_any({"root": str(root), **data})
+    config = typed(DataConfig, {"root": str(root), **data}, "data", DataError)
     return plan_splits(open_corpus(config, resolve_data_root(config.root)), config)
 
 

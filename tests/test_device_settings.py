@@ -15,7 +15,7 @@ from tinygpt.model.dropout import Dropout
 from tinygpt.train import device_settings
 from tinygpt.train.device_settings import CUBLAS_DETERMINISTIC, exactness, resolve
 from tinygpt.train.run import build_datamodule, build_module, device_speed
-from tinygpt.train.schema import validate_run_config
+from tinygpt.train.schema import parse_run_config
 from tinygpt.train.speedups import SpeedConfig
 
 
@@ -67,12 +67,12 @@ def test_tf32_and_the_deterministic_workspace_are_set_on_cuda_only(monkeypatch, 
 
 def test_a_module_built_for_cuda_carries_the_resolved_switches(tiny_cfg, monkeypatch):
     cfg = tiny_cfg("model.dropout=0.1")
-    run = validate_run_config(cfg)
-    datamodule = build_datamodule(cfg, run)
+    run = parse_run_config(cfg)
+    datamodule = build_datamodule(run)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # trainer.accelerator=auto now means CUDA
-    settings = device_speed(cfg, run)
+    settings = device_speed(run)
     assert settings.kind == "cuda"
-    module = build_module(cfg, run, datamodule, settings)  # built on the CPU, as Lightning builds it
+    module = build_module(run, datamodule, settings)  # built on the CPU, as Lightning builds it
     attention = [m for m in module.modules() if isinstance(m, CausalSelfAttention)]
     dropouts = [m for m in module.modules() if isinstance(m, Dropout)]
     assert attention and dropouts
@@ -82,7 +82,7 @@ def test_a_module_built_for_cuda_carries_the_resolved_switches(tiny_cfg, monkeyp
 
 def test_batches_are_pinned_for_a_run_on_cuda_only(tiny_cfg):
     cfg = tiny_cfg()
-    datamodule = build_datamodule(cfg, validate_run_config(cfg))
+    datamodule = build_datamodule(parse_run_config(cfg))
     for device, pinned in (("cuda", True), ("cpu", False), ("mps", False)):
         datamodule.trainer = SimpleNamespace(
             strategy=SimpleNamespace(root_device=torch.device(device)),

@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from model_variants import VARIANTS
 from omegaconf import OmegaConf
 
+from tinygpt.common.typed import typed
 from tinygpt.model import GPT, GPTConfig, GPTOutput
 
 BASE = dict(vocab_size=53, context_length=32, d_model=32, n_layers=2, n_heads=4)
@@ -185,16 +186,16 @@ def test_each_gelu_mlp_computes_its_own_form(mlp, approximate):
     assert (out - other).abs().max().item() > 4.5e-4
 
 
-def test_from_omegaconf_validates_keys_types_and_values():
-    config = GPTConfig.from_omegaconf({"d_model": 64, "n_heads": 8}, vocab_size=10)
+def test_a_model_node_or_dict_is_read_into_gptconfig_checking_keys_types_and_values():
+    config = typed(GPTConfig, {"d_model": 64, "n_heads": 8, "vocab_size": 10}, "model")
     assert isinstance(config, GPTConfig) and (config.d_model, config.vocab_size) == (64, 10)
     assert config.resolved_head_dim == 8 and config.resolved_kv_heads == 8
     assert config.resolved_mlp_hidden == int(8 * 64 / 3)
-    assert GPTConfig.from_omegaconf(OmegaConf.create({"mlp": "gelu"})).resolved_mlp_hidden == 4 * 192
-    assert GPTConfig.from_omegaconf(OmegaConf.create({"mlp": "gelu_exact"})).resolved_mlp_hidden == 4 * 192
-    with pytest.raises(Exception, match="n_layer"):
-        GPTConfig.from_omegaconf({"n_layer": 4})  # unknown key (a typo of n_layers)
-    with pytest.raises(Exception, match="d_model"):
-        GPTConfig.from_omegaconf({"d_model": "wide"})
+    assert typed(GPTConfig, OmegaConf.create({"mlp": "gelu"}), "model").resolved_mlp_hidden == 4 * 192
+    assert typed(GPTConfig, OmegaConf.create({"mlp": "gelu_exact"}), "model").resolved_mlp_hidden == 4 * 192
+    with pytest.raises(ValueError, match=r"^model\.n_layer: Key 'n_layer' not in 'GPTConfig'; allowed: vocab_size"):
+        typed(GPTConfig, {"n_layer": 4}, "model")  # unknown key (a typo of n_layers)
+    with pytest.raises(ValueError, match=r"^model\.d_model: .*could not be converted to Integer"):
+        typed(GPTConfig, {"d_model": "wide"}, "model")
     with pytest.raises(ValueError, match="n_kv_heads=3"):
-        GPTConfig.from_omegaconf({"n_kv_heads": 3})
+        typed(GPTConfig, {"n_kv_heads": 3}, "model")

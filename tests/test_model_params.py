@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
+from tinygpt.common.typed import typed
 from tinygpt.model import GPTConfig, build_on_meta, parameter_breakdown
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -16,7 +17,7 @@ VARIANT_BASE = ["model=since_gpt2"]
 def compose_model(overrides: list[str]) -> GPTConfig:
     with initialize_config_dir(config_dir=str(ROOT / "tinygpt" / "conf"), version_base=None):
         cfg = compose(config_name="params", overrides=overrides)
-    return GPTConfig.from_omegaconf(cfg.model)
+    return typed(GPTConfig, cfg.model, "model")
 
 
 def count(overrides: list[str]) -> dict[str, int]:

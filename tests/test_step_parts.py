@@ -13,7 +13,7 @@ from conftest import REPO, compose_train, requires_data
 from tinygpt.cli import bench_train
 from tinygpt.train.module import GPTModule
 from tinygpt.train.run import build_datamodule, build_module, device_speed
-from tinygpt.train.schema import validate_run_config
+from tinygpt.train.schema import parse_run_config
 
 # 000's setup (GPT-2 tokens, split by tokens, grad_clip 0) on a model small enough for a test
 TINY_SINCE_GPT2 = ["experiment=since_gpt2", "model.d_model=32", "model.n_heads=2", "model.n_layers=1"]
@@ -67,12 +67,12 @@ def test_a_clipping_config_is_clipped_at_its_norm(loss_calls):
 def test_the_bench_scripts_build_what_training_builds(small_corpus):
     overrides = ["experiment=smoke", "data=textfile", f"data.path={small_corpus}", "model.dropout=0.1"]
     cfg = compose_train([*overrides, "trainer.max_steps=3", "trainer.val_check_interval=3"])
-    run = validate_run_config(cfg)
-    speed = device_speed(cfg, run, "cpu")
-    datamodule = build_datamodule(cfg, run)
-    trained = build_module(cfg, run, datamodule, speed)  # what tinygpt-train builds for this config
-    _, parts_run, parts_speed, parts_data, timed = step_parts().setup(overrides, 3, "cpu")
-    _, bench_run, bench_speed = bench_train.setup(overrides, 3, "cpu")
+    run = parse_run_config(cfg)
+    speed = device_speed(run, "cpu")
+    datamodule = build_datamodule(run)
+    trained = build_module(run, datamodule, speed)  # what tinygpt-train builds for this config
+    parts_run, parts_speed, parts_data, timed = step_parts().setup(overrides, 3, "cpu")
+    bench_run, bench_speed = bench_train.setup(overrides, 3, "cpu")
     assert parts_run == bench_run == run and parts_speed == bench_speed == speed
     assert [type(m) for m in timed.modules()] == [type(m) for m in trained.modules()]
     assert timed.model.num_parameters() == trained.model.num_parameters()

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from conftest import compose_train
 from omegaconf import OmegaConf
 
-from tinygpt.model import GPTConfig, build_on_meta
+from tinygpt.model import build_on_meta
+from tinygpt.train.schema import parse_run_config
 
 SINCE_GPT2_COUNTS = {
     "gpt2": 28_923_904,
@@ -35,7 +38,7 @@ def test_since_gpt2_is_000s_setup():
 @pytest.mark.parametrize("variant, total", SINCE_GPT2_COUNTS.items())
 def test_since_gpt2_ablations_have_000s_parameter_counts(variant, total):
     cfg = compose_train(["experiment=since_gpt2", f"ablation={variant}"])
-    config = GPTConfig.from_omegaconf(cfg.model, vocab_size=50257)
+    config = replace(parse_run_config(cfg).model, vocab_size=50257)
     assert sum(p.numel() for p in build_on_meta(config).parameters()) == total
 
 

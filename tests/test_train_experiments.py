@@ -14,12 +14,12 @@ from omegaconf import OmegaConf
 from tinygpt.model import GPTConfig, build_model
 from tinygpt.train.checkpoints import check_resumable
 from tinygpt.train.optim import OptimConfig, build_optimizer
-from tinygpt.train.schema import ConfigError
+from tinygpt.train.schema import ConfigError, parse_run_config
 
 
 def test_since_gpt2_uses_000s_adamw_not_003s():
     cfg = compose_train(["experiment=since_gpt2"])
-    optim = OptimConfig.from_omegaconf(cfg.optim)
+    optim = parse_run_config(cfg).optim
     # 000: "AdamW at a learning rate of 0.001", nothing more: torch's AdamW defaults, every parameter decayed
     assert (optim.lr, optim.betas, optim.weight_decay, optim.decay_on) == (1e-3, [0.9, 0.999], 0.01, "all")
     assert (optim.warmup_steps, optim.schedule, optim.grad_clip) == (0, "constant", 0.0)
@@ -31,7 +31,7 @@ def test_since_gpt2_uses_000s_adamw_not_003s():
         50,
     )
     # 003's experiments keep 003's optimizer
-    blog = OptimConfig.from_omegaconf(compose_train(["experiment=blog"]).optim)
+    blog = parse_run_config(compose_train(["experiment=blog"])).optim
     assert (blog.betas, blog.weight_decay, blog.decay_on, blog.grad_clip) == ([0.9, 0.95], 0.1, "matrices", 1.0)
 
 

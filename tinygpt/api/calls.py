@@ -41,9 +41,9 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict:
 def build(cfg: DictConfig) -> tuple[GPTModule, training.TextDataModule]:
     """The ``LightningModule`` and ``LightningDataModule`` that ``train`` would train, set up for fitting, for a
     ``lightning.Trainer`` of one's own (``trainer.fit(module, datamodule=datamodule)``)."""
-    run = training.validate_run_config(cfg)
-    datamodule = training.build_datamodule(cfg, run)
-    return training.build_module(cfg, run, datamodule), datamodule
+    run = training.parse_run_config(cfg)
+    datamodule = training.build_datamodule(run)
+    return training.build_module(run, datamodule), datamodule
 
 
 def load(checkpoint: str | Path) -> tuple[torch.nn.Module, Tokenizer]:

@@ -31,6 +31,7 @@ from tinygpt.common.run_folder import (
     checkpoints_dir,
     read_record,
 )
+from tinygpt.common.typed import typed
 from tinygpt.data.config import DataConfig
 from tinygpt.data.encoded import encode_segments
 from tinygpt.data.errors import DataError
@@ -200,7 +201,8 @@ def same_text(a: Any, b: Any) -> bool:
     batches it and its tokenizer do not count (the baselines read characters of a split cut at character
     positions, data.split_unit=chars, which plan_for requires)."""
     first, second = (
-        replace(DataConfig.from_any(d), root=None, batch_size=1, eval_batch_size=1, tokenizer=None) for d in (a, b)
+        replace(typed(DataConfig, d, "data", DataError), root=None, batch_size=1, eval_batch_size=1, tokenizer=None)
+        for d in (a, b)
     )
     return first == second
 

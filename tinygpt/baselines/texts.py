@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from tinygpt.common.typed import typed
 from tinygpt.data.config import DataConfig
 from tinygpt.data.corpus import open_corpus
 from tinygpt.data.documents import Piece, read_piece
@@ -68,7 +69,7 @@ def utf8_lengths(text: str) -> np.ndarray:
 
 
 def plan_for(data: Any) -> tuple[DataConfig, SplitPlan]:
-    config = DataConfig.from_any(data)
+    config = typed(DataConfig, data, "data", DataError)
     if config.split_unit != "chars":
         raise DataError(
             f"data.split_unit={config.split_unit!r}: the baselines and analyses cut the text at "

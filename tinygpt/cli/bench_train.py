@@ -51,7 +51,7 @@ from tinygpt.train.module import GPTModule
 from tinygpt.train.optim import build_optimizer
 from tinygpt.train.provenance import device_name
 from tinygpt.train.run import build_datamodule, build_module, device_speed
-from tinygpt.train.schema import validate_run_config
+from tinygpt.train.schema import parse_run_config
 from tinygpt.train.speed import compute_dtype, matmul_peak
 from tinygpt.train.speedups import optimizer_flags
 
@@ -77,15 +77,15 @@ PER_PROCESS = ("speed.malloc", "speed.tf32")  # settings of the process: one inv
 
 
 def setup(overrides: list[str], steps: int, device: str):
-    """(config, typed run settings, speed switches resolved for ``device``) as a run of ``steps`` steps composes and
+    """(typed run settings, speed switches resolved for ``device``) as a run of ``steps`` steps composes and
     checks them (train/run.py's calls: a bad switch fails here, before any timing); the DataModule and the module
     are then built by train/run.py's build_datamodule and build_module, so the bench times what training trains."""
     with initialize_config_dir(CONF, version_base="1.3"):
         cfg = compose(
             "train", overrides=[*overrides, f"trainer.max_steps={steps}", f"trainer.val_check_interval={steps}"]
         )
-    run = validate_run_config(cfg)
-    return cfg, run, device_speed(cfg, run, device)
+    run = parse_run_config(cfg)
+    return run, device_speed(run, device)
 
 
 def synchronize(device: str) -> None:
@@ -192,26 +192,26 @@ def main() -> None:
     loops = ("lightning",) if args.no_plain else ("plain", "lightning")
 
     steps = args.warmup + args.steps
-    settings = {}  # (shape, variant) -> (cfg, run, speed, datamodule)
+    settings = {}  # (shape, variant) -> (run, speed, datamodule)
     for name in shapes:
         datamodule = None
         for variant in variants:
-            cfg, run, speed = setup([*SHAPES[name], *args.set, *variant], steps, args.device)
+            run, speed = setup([*SHAPES[name], *args.set, *variant], steps, args.device)
             device_settings.apply(speed)
             if datamodule is None:
-                datamodule = build_datamodule(cfg, run)
-            settings[name, " ".join(variant) or "defaults"] = (cfg, run, speed, datamodule)
+                datamodule = build_datamodule(run)
+            settings[name, " ".join(variant) or "defaults"] = (run, speed, datamodule)
 
     results: dict[tuple, list[tuple[float, float, float]]] = {}  # key -> [(tokens/s, MFU, cold start s)]
     peaks: dict[str, list[float]] = {p: [] for p in precisions}
     for round_ in range(args.repeats):
         for precision in precisions:
             peaks[precision].append(matmul_peak(compute_dtype(precision), args.device))
-        for (name, variant), (cfg, run, speed, datamodule) in settings.items():
-            tokens = cfg.data.batch_size * cfg.model.context_length
+        for (name, variant), (run, speed, datamodule) in settings.items():
+            tokens = run.data.batch_size * run.model.context_length
             for precision in precisions:
                 for loop in loops:
-                    module = build_module(cfg, run, datamodule, speed)  # as train/run.py builds it, seeded
+                    module = build_module(run, datamodule, speed)  # as train/run.py builds it, seeded
                     if loop == "plain":
                         start, ends = plain_loop(module, datamodule.train_batches, steps, precision, args.device)
                     else:

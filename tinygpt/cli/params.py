@@ -16,6 +16,7 @@ from omegaconf import DictConfig
 
 from tinygpt.cli import CONF
 from tinygpt.cli.config import register_configs
+from tinygpt.common.typed import typed
 from tinygpt.model import GPTConfig, build_on_meta, kv_cache_bytes_per_token, parameter_breakdown
 from tinygpt.model.params import GROUPS, formula_count
 
@@ -46,7 +47,7 @@ register_configs()  # the typed schemas (tinygpt/cli/config.py), before Hydra co
 @hydra.main(config_path=CONF, config_name="params", version_base=None)
 def main(cfg: DictConfig) -> None:
     try:
-        config = GPTConfig.from_omegaconf(cfg.model)
+        config = typed(GPTConfig, cfg.model, "model")
     except ValueError as err:
         sys.exit(f"error: {err}")
     if config.vocab_size == 0:

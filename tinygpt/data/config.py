@@ -1,21 +1,21 @@
 """The `data` config group, read into one validated, typed object.
 
 The Hydra group conf/data/ is flat on purpose (`data.fraction=half`, `data.dev=documents` are easy overrides).
-DataConfig lists the fields once; Hydra's schema is that list unfrozen, and DataConfig.from_any loads through
-the same schema, so a misspelled key or a wrong type fails the same way from a yaml, an override or a plain
-dict. The values and their combinations are checked once, on construction, so that an impossible setting fails
-with the field's name and the allowed values instead of surfacing later as a confusing shape error.
+DataConfig lists the fields once and is itself Hydra's schema of the group (``data/schema``, first in every
+corpus yaml's defaults), so the composed ``data`` node becomes a DataConfig with ``OmegaConf.to_object``, and a
+plain dict is read by tinygpt/common/typed.py against the same class: a misspelled key or a wrong type fails the
+same way from a yaml, an override or a dict. The values and their combinations are checked once, on
+construction, so that an impossible setting fails with the field's name and the allowed values instead of
+surfacing later as a confusing shape error.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, is_dataclass, make_dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from omegaconf import MISSING, DictConfig, OmegaConf
-from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
+from omegaconf import MISSING, OmegaConf
 
 from tinygpt.data.errors import DataError
 
@@ -47,7 +47,7 @@ def parse_fraction(value: Any) -> float:
     return value
 
 
-@dataclass(frozen=True)
+@dataclass
 class TokenizerConfig:
     """data.tokenizer; the name is checked against the registry on construction."""
 
@@ -61,7 +61,7 @@ class TokenizerConfig:
             raise DataError(f"data.tokenizer.name={self.name!r}: unknown tokenizer; choose one of {list(TOKENIZERS)}")
         if self.name == "bpe":
             if self.vocab_size is None:
-                object.__setattr__(self, "vocab_size", DEFAULT_BPE_VOCAB)  # frozen: filled in once, here
+                self.vocab_size = DEFAULT_BPE_VOCAB
             if self.vocab_size < 257:
                 raise DataError(
                     f"data.tokenizer.vocab_size={self.vocab_size!r}: byte-level BPE starts from the 256 byte "
@@ -81,9 +81,9 @@ class TokenizerConfig:
         return TOKENIZERS[self.name].needs_fitting
 
 
-@dataclass(frozen=True)
+@dataclass
 class DataConfig:
-    """The `data` group's fields, types and defaults, written once: DataSchema is this list for Hydra.
+    """The `data` group's fields, types and defaults, written once: Hydra's schema and the typed object.
 
     root, test_*, split_seed, dev_fraction, split_unit and the batch sizes default to the settings every corpus
     shares, so conf/data/<corpus>.yaml leaves them out. It sets the rest (name, corpus, path, glob, dev, dev_k),
@@ -110,28 +110,9 @@ class DataConfig:
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "fraction", parse_fraction(self.fraction))  # frozen: normalized once, here
-        object.__setattr__(self, "test_documents", tuple(self.test_documents))
+        self.fraction = parse_fraction(self.fraction)  # a float from here on
+        self.test_documents = tuple(self.test_documents)
         self.validate()
-
-    @staticmethod
-    def from_any(cfg: Any) -> DataConfig:
-        """Read the `data` node of a Hydra config (a DictConfig) or a plain dict with the same keys.
-
-        Both are merged onto the schema node Hydra merges a corpus yaml onto, so OmegaConf rejects an unknown
-        key or a wrong type, naming it; construction then checks the values."""
-        if isinstance(cfg, DataConfig):
-            return cfg
-        if OmegaConf.is_config(cfg):  # interpolations resolve against the whole config, so before the merge
-            cfg = OmegaConf.to_container(cfg, resolve=True)
-        if not isinstance(cfg, Mapping):
-            raise DataError(f"data config must be a mapping (the `data` node of the Hydra config), got {type(cfg)}")
-        try:
-            values = OmegaConf.to_container(OmegaConf.merge(_schema(), cfg))
-        except OmegaConfBaseException as err:
-            raise DataError(_schema_error(err)) from None
-        given = {key: values[key] for key in cfg}  # a key left out takes DataConfig's default, name and path too
-        return DataConfig(**{**given, "tokenizer": TokenizerConfig(**values["tokenizer"])})
 
     def validate(self) -> None:
         """The values and their combinations (the types are the schema's)."""
@@ -170,50 +151,15 @@ class DataConfig:
             )
 
 
-def _unfrozen(config: type, name: str, **nested: type) -> type:
-    """``config``'s fields, types and defaults as a plain dataclass called ``name``: the schema Hydra merges
-    each corpus yaml and every override into, which OmegaConf would make read-only for a frozen dataclass.
-    ``nested`` names the schema of each field whose type is itself a frozen config."""
-    return make_dataclass(
-        name,
-        [
-            (f.name, nested[f.name], field(default_factory=nested[f.name]))
-            if f.name in nested
-            else (f.name, f.type, field(default=f.default))
-            for f in fields(config)
-        ],
-        namespace={"__module__": __name__, "__doc__": f"{config.__name__}'s fields, unfrozen: Hydra's schema."},
-    )
-
-
-# Stored as data/schema, first in every conf/data/*.yaml's defaults: each key typed, so a misspelled key or a
-# wrong type fails at composition, naming it.
-TokenizerSchema = _unfrozen(TokenizerConfig, "TokenizerSchema")
-DataSchema = _unfrozen(DataConfig, "DataSchema", tokenizer=TokenizerSchema)
-
-
-def _schema() -> DictConfig:
-    """DataSchema with name and path required: every corpus yaml gives both, and the `path: ???` of textfile
-    and textdir must stay missing (merging ??? does not write over a default) so that a run fails naming it."""
-    node = OmegaConf.structured(DataSchema)
-    node.name = node.path = MISSING
-    return node
-
-
 def register_data_schema() -> None:
+    """``data/schema``: DataConfig with name and path required. Every corpus yaml gives both, and the
+    ``path: ???`` of textfile and textdir must stay missing (merging ??? does not write over a default) so that
+    such a run fails naming it."""
     from hydra.core.config_store import ConfigStore
 
-    ConfigStore.instance().store(group="data", name="schema", node=_schema())
-
-
-def _schema_error(err: OmegaConfBaseException) -> str:
-    """OmegaConf's first line, after the key as `data.<key>`; an unknown key also gets the keys allowed there."""
-    where = f"data.{err.full_key}" if getattr(err, "full_key", None) else "data"
-    message = f"{where}: {str(err).strip().splitlines()[0]}"
-    schema = getattr(err, "object_type", None)
-    if isinstance(err, ConfigKeyError) and is_dataclass(schema):
-        message += f"; allowed: {', '.join(f.name for f in fields(schema))}"
-    return message
+    node = OmegaConf.structured(DataConfig)
+    node.name = node.path = MISSING
+    ConfigStore.instance().store(group="data", name="schema", node=node)
 
 
 def _check_choice(field_name: str, value: Any, allowed: tuple[str, ...]) -> None:

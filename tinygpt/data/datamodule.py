@@ -18,6 +18,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Subset
 
+from tinygpt.common.typed import typed
 from tinygpt.data.batches import SAMPLER_VERSION, RandomWindows, TrainBatches
 from tinygpt.data.config import DataConfig
 from tinygpt.data.corpus import Corpus, open_corpus
@@ -52,7 +53,7 @@ class TextDataModule(L.LightningDataModule):
         """cfg: the `data` config node (DictConfig or dict). tokenizer: reuse this one (e.g. a checkpoint's,
         to score it) instead of building or fitting one; it must be of the kind data.tokenizer names."""
         super().__init__()
-        self.config = DataConfig.from_any(cfg)
+        self.config = typed(DataConfig, cfg, "data", DataError)
         if isinstance(context_length, bool) or not isinstance(context_length, int) or context_length < 2:
             raise DataError(f"context_length={context_length!r}: must be an integer >= 2")
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:

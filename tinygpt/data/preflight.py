@@ -17,6 +17,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from tinygpt.common.typed import typed
 from tinygpt.data.config import DataConfig
 from tinygpt.data.download import ensure_files
 from tinygpt.data.errors import DataError
@@ -26,7 +27,7 @@ from tinygpt.data.sources import NAMED_CORPORA
 
 def check_data(data: Any) -> None:
     """Raise DataError in one line when the data root is missing or a named corpus's files cannot be had."""
-    config = DataConfig.from_any(data)
+    config = typed(DataConfig, data, "data", DataError)
     root = resolve_data_root(config.root)
     named = NAMED_CORPORA.get(config.name)
     if named is not None and root.resolve(config.path) == root.resolve(named.path):

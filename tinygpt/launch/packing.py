@@ -79,8 +79,7 @@ def job_footprint(cfg: DictConfig, kind: str) -> tuple[Footprint, str]:
     """One job's estimated footprint on a device of ``kind``, and a summary of the shape it was estimated for."""
     model = OmegaConf.to_container(cfg.model, resolve=True)
     vocab, source = vocabulary(cfg)
-    model["vocab_size"] = vocab
-    config = config_from(model)
+    config = config_from({**model, "vocab_size": vocab})
     if not isinstance(config, GPTConfig):
         raise ValueError(
             f"sweep.jobs_per_device=auto estimates GPT models; model.family={model.get('family')}: set a number"

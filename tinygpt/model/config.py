@@ -1,7 +1,8 @@
 """The model's typed configuration: every architecture switch of the spec, validated at construction.
 
-The dataclass uses only int / optional int / float / str / bool fields so that OmegaConf can use it as a
-structured schema: a Hydra `model` node merged onto it rejects unknown keys and wrong types.
+The dataclass uses only int / optional int / float / str / bool fields so that it is itself the Hydra schema of
+the `model` group (tinygpt/model/schema.py): a `model` node merged onto it rejects unknown keys and wrong types,
+and ``OmegaConf.to_object`` turns the composed node into this class (tinygpt/common/typed.py).
 """
 
 from __future__ import annotations
@@ -95,21 +96,6 @@ class GPTConfig:
         # Three matrices at 2/3 of 4*d keep the weight count of the two-matrix GELU MLP; the spec's
         # parameter counts depend on exactly this rounding (int, i.e. floor).
         return int(8 * self.d_model / 3)
-
-    @classmethod
-    def from_omegaconf(cls, node: Any, **overrides: Any) -> GPTConfig:
-        """Build from a Hydra/OmegaConf node or a plain dict, checked against this dataclass's schema.
-
-        Unknown keys and wrong types raise OmegaConf errors; bad values raise ValueError from __post_init__.
-        """
-        from omegaconf import OmegaConf
-
-        if OmegaConf.is_config(node):
-            # plain values first: a node typed by the Hydra schema may carry keys force-added with `+key=`,
-            # which merging typed into typed would let through
-            node = OmegaConf.to_container(node, resolve=True)
-        merged = OmegaConf.merge(OmegaConf.structured(cls), node, overrides)
-        return OmegaConf.to_object(merged)
 
 
 def _require(ok: bool, field: str, value: Any, allowed: str) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tinygpt.common.typed import typed
 from tinygpt.model.config import GPTConfig
 from tinygpt.model.gpt import GPT
 from tinygpt.model.implementation import DEFAULT, Implementation
@@ -25,21 +26,21 @@ def family_of(model: Any) -> str:
     return family
 
 
-def config_from(model: Any, **overrides: Any):
-    """The typed config of a model node (Hydra node or dict), checked against its family's schema."""
+def config_from(model: Any):
+    """The typed config of a model node or dict (a checkpoint's hparams, a run.json's config), read against its
+    family's class (tinygpt/common/typed.py); a config object is returned as it is."""
+    if any(isinstance(model, config_cls) for config_cls, _ in FAMILIES.values()):
+        return model
     config_cls, _ = FAMILIES[family_of(model)]
     if config_cls is GPTConfig and hasattr(model, "get") and "family" in model:
         model = {k: v for k, v in model.items() if k != "family"}
-    return config_cls.from_omegaconf(model, **overrides)
+    return typed(config_cls, model, "model")
 
 
 def build_model(config: Any, implementation: Implementation = DEFAULT):
     """The model for a typed config or a plain dict of its fields (as saved in a checkpoint's hparams), built to
     compute as ``implementation`` says (the speed switches that live in the model)."""
-    if isinstance(config, dict):
-        config_cls, model_cls = FAMILIES[family_of(config)]
-        fields = {k: v for k, v in config.items() if not (config_cls is GPTConfig and k == "family")}
-        return model_cls(config_cls(**fields), implementation)
+    config = config_from(config)
     for config_cls, model_cls in FAMILIES.values():
         if isinstance(config, config_cls):
             return model_cls(config, implementation)

@@ -15,7 +15,6 @@ from the zero state, which is how it trains (random windows) and how the Trainer
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -51,15 +50,6 @@ class LSTMConfig:
             )
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"LSTMConfig.dropout={self.dropout!r} is not allowed: must be a probability in [0, 1)")
-
-    @classmethod
-    def from_omegaconf(cls, node: Any, **overrides: Any) -> LSTMConfig:
-        """Checked against this dataclass: unknown keys and wrong types fail, naming the key."""
-        from omegaconf import OmegaConf
-
-        if OmegaConf.is_config(node):
-            node = OmegaConf.to_container(node, resolve=True)
-        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(cls), node, overrides))
 
 
 class LSTMState:

@@ -7,7 +7,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
-from omegaconf import OmegaConf
 
 from tinygpt.train.config_error import ConfigError
 from tinygpt.train.schedules import SCHEDULES, make_lr_lambda
@@ -54,13 +53,6 @@ class OptimConfig:
             raise ConfigError(
                 f"optim.grad_clip={self.grad_clip} is not allowed: must be a non-negative number (0: no clipping)"
             )
-
-    @classmethod
-    def from_omegaconf(cls, node) -> OptimConfig:
-        """Validated against the dataclass: unknown keys and wrong types fail, naming the key."""
-        if OmegaConf.is_config(node):  # resolve ``lr: ${lr}`` against the full config first
-            node = OmegaConf.to_container(node, resolve=True)
-        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(cls), node))
 
 
 def parameter_groups(model: torch.nn.Module, weight_decay: float, decay_on: str = "matrices") -> list[dict]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import lightning as L
@@ -29,7 +30,8 @@ from tinygpt.data import TextDataModule
 from tinygpt.launch.placement import apply_placement
 from tinygpt.launch.precision import DeviceChoice, choose, device_kind
 from tinygpt.launch.study import TRIAL_KEY, in_search, job_trial
-from tinygpt.model import GPTConfig, config_from, families
+from tinygpt.model import GPTConfig, families
+from tinygpt.model.lstm import LSTMConfig
 from tinygpt.train import device_settings
 from tinygpt.train.checkpoints import AtomicCheckpointIO, check_resumable, read_checkpoint, resume_path
 from tinygpt.train.console import progress_callback, silence_third_party_tips
@@ -38,54 +40,51 @@ from tinygpt.train.diagnostics import CollapseDiagnostics
 from tinygpt.train.last_checkpoint import LastCheckpoint, TrainingInterrupted
 from tinygpt.train.logs import OptimizerStepAxis, resume_kwargs
 from tinygpt.train.module import GPTModule
-from tinygpt.train.optim import OptimConfig
 from tinygpt.train.pruning import TrialPruning
 from tinygpt.train.record import RunRecord
 from tinygpt.train.runlock import RunFolderBusy, lock_run
 from tinygpt.train.sampling import TextSampler
-from tinygpt.train.schema import ConfigError, RunConfig, validate_run_config
+from tinygpt.train.schema import ConfigError, RunConfig, parse_run_config
 from tinygpt.train.score_once import check_pre_registration, pre_registration
 from tinygpt.train.speed import SpeedMonitor
 
 
-def model_config(cfg: DictConfig, vocab_size: int) -> GPTConfig:
-    """The typed model config, with the vocabulary filled from the tokenizer; fails before training."""
-    model = OmegaConf.to_container(cfg.model, resolve=True)
-    if model.get("vocab_size", 0) in (0, None):
-        model["vocab_size"] = vocab_size
-    elif model["vocab_size"] < vocab_size:
-        raise ValueError(
-            f"model.vocab_size={model['vocab_size']} is smaller than the tokenizer's "
+def model_config(run: RunConfig, vocab_size: int) -> GPTConfig | LSTMConfig:
+    """The run's model config with the vocabulary filled from the tokenizer; fails before training."""
+    if run.model.vocab_size == 0:
+        return replace(run.model, vocab_size=vocab_size)
+    if run.model.vocab_size < vocab_size:
+        raise ConfigError(
+            f"model.vocab_size={run.model.vocab_size} is smaller than the tokenizer's "
             f"{vocab_size}; set model.vocab_size=0 to take the tokenizer's"
         )
-    return config_from(model)  # GPTConfig, or the config of the family model.family names
+    return run.model
 
 
-def hparams(cfg: DictConfig, config: GPTConfig, optim: OptimConfig) -> dict:
+def hparams(run: RunConfig, config: GPTConfig | LSTMConfig) -> dict:
     """The switches shown in TensorBoard's hparams tab."""
-    data = cfg.data
     return {
         **{f"model/{k}": ("null" if v is None else v) for k, v in vars(config).items()},
-        **{f"optim/{k}": str(v) if isinstance(v, list) else v for k, v in vars(optim).items()},
-        "data/name": data.name,
-        "data/tokenizer": data.tokenizer.name,
-        "data/fraction": str(data.fraction),
-        "seed": cfg.seed,
-        "max_steps": cfg.trainer.max_steps,
+        **{f"optim/{k}": str(v) if isinstance(v, list) else v for k, v in vars(run.optim).items()},
+        "data/name": run.data.name,
+        "data/tokenizer": run.data.tokenizer.name,
+        "data/fraction": str(run.data.fraction),
+        "seed": run.seed,
+        "max_steps": run.trainer["max_steps"],
     }
 
 
-def build_callbacks(cfg, run: RunConfig, run_dir: Path, module: GPTModule, datamodule, record: RunRecord) -> list:
+def build_callbacks(run: RunConfig, run_dir: Path, module: GPTModule, datamodule, record: RunRecord) -> list:
     ckpt_dir = checkpoints_dir(run_dir)
     callbacks = [
         # last.ckpt: the full training state, for resume; after the validation of a scoring step, at the end,
         # and on SIGINT/SIGTERM (tinygpt/train/last_checkpoint.py)
-        LastCheckpoint(ckpt_dir, run.checkpoint.every_n_steps, cfg.trainer.val_check_interval, datamodule.has_dev),
+        LastCheckpoint(ckpt_dir, run.checkpoint.every_n_steps, run.trainer["val_check_interval"], datamodule.has_dev),
         OptimizerStepAxis(),
         SpeedMonitor(
             families.flops_per_token(module.model),
             peak_flops=run.speed.peak_flops,  # None: measured at the start of training
-            precision=str(cfg.trainer.precision),
+            precision=str(run.trainer["precision"]),
             on_peak=record.note_peak,
         ),
         TextSampler(
@@ -120,32 +119,30 @@ def build_callbacks(cfg, run: RunConfig, run_dir: Path, module: GPTModule, datam
     return callbacks
 
 
-def build_datamodule(cfg: DictConfig, run: RunConfig) -> TextDataModule:
+def build_datamodule(run: RunConfig) -> TextDataModule:
     """The run's DataModule, set up for fitting (splits made, tokenizer fitted on the training split)."""
     L.seed_everything(run.seed, workers=True)
-    datamodule = TextDataModule(cfg.data, context_length=cfg.model.context_length, seed=run.seed)
+    datamodule = TextDataModule(run.data, context_length=run.model.context_length, seed=run.seed)
     datamodule.setup("fit")
     return datamodule
 
 
-def device_speed(cfg: DictConfig, run: RunConfig, kind: str | None = None) -> DeviceSettings:
+def device_speed(run: RunConfig, kind: str | None = None) -> DeviceSettings:
     """The speed switches resolved for the device the run trains on (``kind``; default: the one
     ``trainer.accelerator`` picks): tinygpt/train/device_settings.py."""
-    kind = kind or device_kind(cfg.trainer.accelerator)[0]
-    return device_settings.resolve(run.speed, kind, bool(cfg.trainer.deterministic))
+    kind = kind or device_kind(run.trainer["accelerator"])[0]
+    return device_settings.resolve(run.speed, kind, bool(run.trainer.get("deterministic")))
 
 
-def build_module(
-    cfg: DictConfig, run: RunConfig, datamodule: TextDataModule, speed: DeviceSettings | None = None
-) -> GPTModule:
+def build_module(run: RunConfig, datamodule: TextDataModule, speed: DeviceSettings | None = None) -> GPTModule:
     """The run's LightningModule; the model's initialisation depends on the seed alone, not on data setup."""
-    config = model_config(cfg, datamodule.vocab_size)
-    speed = speed or device_speed(cfg, run)
+    config = model_config(run, datamodule.vocab_size)
+    speed = speed or device_speed(run)
     L.seed_everything(run.seed, workers=True)
     return GPTModule(
         vars(config),
         vars(run.optim),
-        cfg.trainer.max_steps,
+        run.trainer["max_steps"],
         datamodule.tokenizer.to_json(),
         speed=vars(speed.speed),
         custom_imports=list(run.custom_imports),
@@ -178,16 +175,19 @@ def import_custom(cfg: DictConfig) -> None:
 
 def train(cfg: DictConfig, run_dir: str | Path) -> dict:
     import_custom(cfg)  # parts of the user's own register themselves (tinygpt/common/imports.py)
-    run = validate_run_config(cfg)  # every setting outside model and data, typed, before anything is written
+    run = parse_run_config(cfg)  # the typed tree the run reads, every value checked before anything is written
     if run.trial is not None and not (HydraConfig.initialized() and in_search(HydraConfig.get())):
         raise ConfigError(f"{TRIAL_KEY}={run.trial}: set by a search's sweeper (-m hparams_search=...), not by hand")
     cfg = apply_placement(cfg)  # sweep jobs: the GPU leased to this job; no multi-device jobs (tinygpt/launch)
     cfg, device = resolve_precision(cfg)  # trainer.precision=auto: per device, recorded as resolved
-    speed = device_speed(cfg, run, device.kind)  # each speed switch on this device (tinygpt/train/device_settings.py)
+    run = replace(run, trainer=OmegaConf.to_container(cfg.trainer, resolve=True))  # as placed and resolved
+    speed = device_speed(run, device.kind)  # each speed switch on this device (tinygpt/train/device_settings.py)
     device_settings.apply(speed)  # TF32, and cuBLAS's deterministic workspace, before any matmul of this run
     # progress: a bar on a terminal, one line every N steps in a log (tinygpt/train/console.py); checked first
     progress = (
-        [progress_callback(run.progress.style, run.progress.every_n_steps)] if cfg.trainer.enable_progress_bar else []
+        [progress_callback(run.progress.style, run.progress.every_n_steps)]
+        if run.trainer.get("enable_progress_bar", True)
+        else []
     )
     silence_third_party_tips()
     run_dir = Path(run_dir)
@@ -224,7 +224,7 @@ def _train(
             "pick another output dir rather than overwrite them"
         )
 
-    datamodule = build_datamodule(cfg, run)
+    datamodule = build_datamodule(run)
     say(device.why)
     say(speed.line())
     exactness = device_settings.exactness(device.kind, speed.deterministic)
@@ -232,18 +232,18 @@ def _train(
         say(exactness)
     for line in datamodule.summary_lines():
         say(line)
-    config = model_config(cfg, datamodule.vocab_size)
+    config = model_config(run, datamodule.vocab_size)
     optim = run.optim
     resume_step = 0
     if ckpt_path:  # the checkpoint must fit this run before anything in the folder changes
         checkpoint = read_checkpoint(ckpt_path)
         check_resumable(
-            checkpoint, ckpt_path, vars(config), vars(optim), cfg.trainer.max_steps, datamodule.tokenizer.to_json()
+            checkpoint, ckpt_path, vars(config), vars(optim), run.trainer["max_steps"], datamodule.tokenizer.to_json()
         )
         resume_step = int(checkpoint.get("global_step", 0))
         del checkpoint
 
-    module = build_module(cfg, run, datamodule, speed)
+    module = build_module(run, datamodule, speed)
     n_params = module.model.num_parameters()
     say(f"model: {n_params:,} parameters; run dir: {run_dir}")
 
@@ -260,12 +260,12 @@ def _train(
     )
     # a resumed run continues its CSV and TensorBoard histories from the checkpoint's step (tinygpt/train/logs.py)
     loggers = [
-        instantiate(logger, save_dir=str(run_dir), **resume_kwargs(logger._target_, resume_step))
-        for logger in cfg.logger.values()
+        instantiate(logger, save_dir=str(run_dir), **resume_kwargs(logger["_target_"], resume_step))
+        for logger in run.logger.values()
     ]
-    callbacks = build_callbacks(cfg, run, run_dir, module, datamodule, record) + progress
+    callbacks = build_callbacks(run, run_dir, module, datamodule, record) + progress
     trainer = L.Trainer(
-        **OmegaConf.to_container(cfg.trainer, resolve=True),
+        **run.trainer,
         logger=loggers,
         callbacks=callbacks,
         default_root_dir=str(run_dir),
@@ -278,9 +278,9 @@ def _train(
         if isinstance(logger, TensorBoardLogger) and resume_step:
             continue  # logged by the session that started the run (a second copy would repeat its step-0 metric)
         if isinstance(logger, TensorBoardLogger):  # the hparams tab pairs the switches with this metric
-            logger.log_hyperparams(hparams(cfg, config, optim), metrics={"hp/best_dev_bpb": math.nan})
+            logger.log_hyperparams(hparams(run, config), metrics={"hp/best_dev_bpb": math.nan})
         else:
-            logger.log_hyperparams(hparams(cfg, config, optim))
+            logger.log_hyperparams(hparams(run, config))
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
         if datamodule.has_dev and (

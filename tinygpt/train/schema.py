@@ -1,28 +1,33 @@
-"""Typed schemas of the run's settings outside the model and data, checked before anything is written.
+"""The run's config as one typed tree, parsed once where a program starts, every value checked before anything is
+written.
 
-The model (``GPTConfig``) and data (``DataConfig``) validate themselves; this covers the rest: ``optim.*``
-(``OptimConfig``), ``trainer.max_steps`` and ``trainer.val_check_interval``, ``checkpoint.*``, ``seed``,
-``sample.*`` and ``sweep.*``. Each is a dataclass whose ``__post_init__`` names the field and what is
+``RunConfig`` is both Hydra's schema of conf/train.yaml and the object the code reads: its groups are the classes
+of the parts they configure (GPTConfig or LSTMConfig, DataConfig, OptimConfig, SpeedConfig) and the small ones
+here (``checkpoint``, ``sample``, ``sweep``, ...). Each class's ``__post_init__`` names the field and what is
 allowed, so a bad value fails in one line before the Trainer starts rather than as a ``ZeroDivisionError``
 after it (``val_check_interval=0``), a numpy bounds message (``seed=-1``), or not at all
-(``optim.grad_clip=-1`` trained by gradient ascent). The ``sweep`` schema is also registered in Hydra's
-ConfigStore (``register_run_schemas``, listed first in conf/sweep/default.yaml) so a misspelled ``sweep.*`` key
-or a wrong type fails at composition, before a multirun creates its folder.
+(``optim.grad_clip=-1`` trained by gradient ascent). ``parse_run_config`` is the one call from a composed
+config to that tree (``OmegaConf.to_object``, tinygpt/common/typed.py).
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
+from tinygpt.common.typed import typed
+from tinygpt.data.config import DataConfig
+from tinygpt.data.errors import DataError
+from tinygpt.model.families import config_from
 from tinygpt.train.config_error import ConfigError, require
 from tinygpt.train.optim import OptimConfig
 from tinygpt.train.speedups import SpeedConfig
 
-__all__ = ["ConfigError", "RunConfig", "register_run_schemas", "require", "validate_run_config"]
+__all__ = ["ConfigError", "RunConfig", "register_run_schemas", "parse_run_config", "require"]
 
 SEED_LIMIT = 2**32  # numpy's and Lightning's seeds are unsigned 32-bit
 
@@ -131,10 +136,16 @@ class ScoreOnceSchema:
 
 @dataclass
 class RunConfig:
-    """The schema of conf/train.yaml (stored as ``run_schema``, first in its defaults list): every top-level key
-    typed, so ``seed=abc``, ``sample.top_kk=3`` or ``+lr_peak=1`` fails at composition naming the key. The groups
-    (model, data, optim) have their own schemas in their own defaults lists; trainer and logger are passed to
-    Lightning as written (``+trainer.<arg>=...`` adds any Trainer argument)."""
+    """The run's whole config as one typed tree: the schema of conf/train.yaml (stored as ``run_schema``, first in
+    its defaults list) and the object a program turns the composed config into once (``parse_run_config``).
+
+    Every top-level key is typed, so ``seed=abc`` or ``sample.top_kk=3`` fails at composition naming the key.
+    ``model`` (GPTConfig, or LSTMConfig for ``model=lstm``), ``data`` (DataConfig) and ``optim`` (OptimConfig) are
+    typed by their groups' schemas, first in each group's defaults list: OmegaConf has no unions of structured
+    configs, and a default here would be merged under every group choice (a corpus's required ``path: ???``
+    would inherit the default corpus's). A dict in their place (a run.json's config) is read into the same
+    classes here. ``trainer`` and ``logger`` go to Lightning as written (``+trainer.<arg>=...`` adds any Trainer
+    argument)."""
 
     name: str = "default"
     seed: int = 0
@@ -150,71 +161,50 @@ class RunConfig:
     score_once: ScoreOnceSchema = field(default_factory=ScoreOnceSchema)
     speed: SpeedConfig = field(default_factory=SpeedConfig)
     sweep: SweepConfig = field(default_factory=SweepConfig)
-    model: Any = None
-    data: Any = None
-    optim: Any = None
-    trainer: Any = None
-    logger: Any = None
+    model: Any = None  # GPTConfig | LSTMConfig
+    data: Any = None  # DataConfig
+    optim: Any = None  # OptimConfig
+    trainer: Any = None  # Lightning's Trainer arguments
+    logger: Any = None  # Lightning loggers, by name, as hydra.utils.instantiate targets
+
+    def __post_init__(self) -> None:
+        require(
+            _is_int(self.seed) and 0 <= self.seed < SEED_LIMIT, "seed", self.seed, f"an integer in [0, {SEED_LIMIT})"
+        )
+        if self.model is not None:
+            self.model = config_from(self.model)
+        if self.data is not None:
+            self.data = typed(DataConfig, self.data, "data", DataError)
+        if self.optim is not None:
+            self.optim = typed(OptimConfig, self.optim, "optim", ConfigError)
+        if self.trainer is not None:
+            trainer = self.trainer
+            typed(
+                StepsConfig,
+                {"max_steps": trainer.get("max_steps"), "val_check_interval": trainer.get("val_check_interval")},
+                "trainer",
+                ConfigError,
+            )
 
 
-def _typed(cls, node: Any, prefix: str):
-    """``node`` merged onto ``cls``'s schema: unknown keys and wrong types fail naming ``prefix.key``."""
-    from omegaconf.errors import OmegaConfBaseException
-
-    if OmegaConf.is_config(node):
-        node = OmegaConf.to_container(node, resolve=True)
-    try:
-        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(cls), node))
-    except OmegaConfBaseException as err:
-        key = getattr(err, "full_key", None) or ""
-        detail = str(err).strip().splitlines()[0]
-        raise ConfigError(f"{prefix}.{key}: {detail}" if key else f"{prefix}: {detail}") from None
-    except ConfigError:
-        raise
-    except ValueError as err:  # a schema's __post_init__ naming the field (SpeedConfig's)
-        raise ConfigError(str(err)) from None
-
-
-def validate_run_config(cfg: DictConfig) -> RunConfig:
-    """Every setting outside model and data, checked; raises ValueError naming the first bad field.
-
-    Returns the run's typed settings: the code reads these objects, not the raw config (model, data, trainer
-    and logger stay nodes here: the model and data have their own typed readers, the Trainer takes its node)."""
-    unknown = sorted(set(cfg) - set(RunConfig.__dataclass_fields__) - {"hydra"})
+def parse_run_config(cfg: DictConfig) -> RunConfig:
+    """The composed config as its typed tree, every value checked before anything is written: raises
+    ConfigError (DataError, ValueError from a model config) naming the first bad field. Done once, where a
+    program starts; the code below reads these objects. Interpolations are resolved here."""
+    if OmegaConf.get_type(cfg) is not RunConfig:  # a config composed without run_schema (a Python caller's)
+        raise ConfigError("the config is not a composed train config: compose conf/train.yaml (tinygpt.compose)")
+    if "hydra" in cfg:  # composed with return_hydra_config: Hydra's own node is not the run's
+        cfg = copy.copy(cfg)
+        with open_dict(cfg):
+            del cfg["hydra"]
+    top = list(RunConfig.__dataclass_fields__)
+    unknown = sorted(set(cfg) - set(top))
     if unknown:  # a key force-added with +key=... (composition rejects the others)
         raise ConfigError(
-            f"{unknown[0]} is not a setting: the top-level keys are "
-            f"{', '.join(RunConfig.__dataclass_fields__)} (tinygpt/train/schema.py's RunConfig)"
+            f"{unknown[0]} is not a setting: the top-level keys are {', '.join(top)} "
+            "(tinygpt/train/schema.py's RunConfig)"
         )
-    seed = cfg.seed
-    require(_is_int(seed) and 0 <= seed < SEED_LIMIT, "seed", seed, f"an integer in [0, {SEED_LIMIT})")
-    _typed(
-        StepsConfig,
-        {"max_steps": cfg.trainer.max_steps, "val_check_interval": cfg.trainer.val_check_interval},
-        "trainer",
-    )
-    run = RunConfig(
-        name=cfg.get("name", "default"),
-        seed=seed,
-        lr=cfg.get("lr", 1e-3),
-        resume=cfg.get("resume", "auto"),
-        ckpt_path=cfg.get("ckpt_path"),
-        trial=cfg.get("trial"),
-        custom_imports=list(cfg.get("custom_imports") or []),
-        checkpoint=_typed(CheckpointConfig, cfg.checkpoint, "checkpoint"),
-        sample=_typed(SampleConfig, cfg.sample, "sample"),
-        progress=_typed(ProgressConfig, cfg.get("progress", {}), "progress"),
-        diagnostics=_typed(DiagnosticsConfig, cfg.get("diagnostics", {}), "diagnostics"),
-        score_once=_typed(ScoreOnceSchema, cfg.get("score_once", {}), "score_once"),
-        speed=_typed(SpeedConfig, cfg.get("speed", {}), "speed"),
-        sweep=_typed(SweepConfig, cfg.get("sweep", {}), "sweep"),
-        model=cfg.model,
-        data=cfg.data,
-        optim=_typed(OptimConfig, cfg.optim, "optim"),
-        trainer=cfg.trainer,
-        logger=cfg.get("logger"),
-    )
-    return run
+    return typed(RunConfig, cfg, "", ConfigError)
 
 
 def register_run_schemas() -> None:
