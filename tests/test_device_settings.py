@@ -76,7 +76,7 @@ def test_a_module_built_for_cuda_carries_the_resolved_switches(tiny_cfg, monkeyp
     attention = [m for m in module.modules() if isinstance(m, CausalSelfAttention)]
     dropouts = [m for m in module.modules() if isinstance(m, Dropout)]
     assert attention and dropouts
-    assert {(m.dropout_impl, m.attention_dtype) for m in attention} == {("torch", "compute")}
+    assert {(m.core.dropout_masks, m.core.attention_dtype) for m in attention} == {("torch", "compute")}
     assert {m.impl for m in dropouts} == {"torch"}
 
 

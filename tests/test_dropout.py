@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import tinygpt.model.attention as attention
+import tinygpt.model.attention_core as attention_core
 import tinygpt.model.dropout as dropout_module
 from tinygpt.model import GPT, GPTConfig
 from tinygpt.model.dropout import LEVELS, dropout, int16_keep_mask, resolved
@@ -77,7 +77,7 @@ def test_int16_attention_dropout_drops_a_fraction_p_of_the_weights_and_rescales_
     v = torch.eye(T).expand(4, 4, T, T)
     causal = torch.ones(T, T, dtype=torch.bool).tril()
     mask = torch.zeros(T, T).masked_fill(~causal, float("-inf")) if additive else None
-    dropped = attention.explicit_attention(q, k, v, p, "int16", additive=mask)
+    dropped = attention_core.explicit_attention(q, k, v, p, "int16", additive=mask)
     weights = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     causal = causal.expand_as(weights)
     assert (dropped[~causal] == 0).all()
@@ -92,7 +92,7 @@ def test_explicit_attention_with_a_float_mask_and_no_dropout_equals_sdpa():
     q, k, v = (torch.randn(2, 3, 10, 8) for _ in range(3))
     bias = torch.randn(3, 10, 10).masked_fill(~torch.ones(10, 10, dtype=torch.bool).tril(), float("-inf"))
     torch.testing.assert_close(
-        attention.explicit_attention(q, k, v, 0.0, additive=bias),
+        attention_core.explicit_attention(q, k, v, 0.0, additive=bias),
         F.scaled_dot_product_attention(q, k, v, attn_mask=bias),
         rtol=1e-5,
         atol=1e-6,
@@ -108,7 +108,7 @@ def count_int16_masks(monkeypatch) -> list[tuple[int, ...]]:
         return original(shape, p, device)
 
     monkeypatch.setattr(dropout_module, "int16_keep_mask", counted)
-    monkeypatch.setattr(attention, "int16_keep_mask", counted)
+    monkeypatch.setattr(attention_core, "int16_keep_mask", counted)
     return shapes
 
 

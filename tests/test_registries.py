@@ -15,11 +15,14 @@ from tinygpt.data.errors import DataError
 from tinygpt.data.sources import NAMED_CORPORA
 from tinygpt.data.tokenizers import TOKENIZERS, BytesTokenizer, TokenizerKind, tokenizer_from_json
 from tinygpt.model import FAMILIES, GPT, GPTConfig, build_model, family_of
+from tinygpt.model.attention_core import CORES, SDPACore
+from tinygpt.model.implementation import Implementation
 from tinygpt.model.mlp import MLPS
 from tinygpt.model.norm import NORMS
 from tinygpt.model.position import POSITIONS, Positions
 from tinygpt.train.optim import OptimConfig
 from tinygpt.train.schedules import SCHEDULES, lr_multiplier
+from tinygpt.train.speedups import SpeedConfig
 
 SMALL = dict(vocab_size=11, context_length=8, d_model=16, n_layers=1, n_heads=2)
 
@@ -62,6 +65,32 @@ def test_mlp_registry_gives_names_errors_and_dispatch_and_every_mlp_returns_an_a
     allowed = "gelu, gelu_exact, swiglu, moe, zero"
     with pytest.raises(ValueError, match=f"mlp='relu' is not allowed: must be one of {allowed}"):
         GPTConfig(**SMALL, mlp="relu")
+
+
+class HalvedCore(SDPACore):
+    """A toy attention core: SDPA's output halved (enough to see the layer used it)."""
+
+    def __call__(self, q, k, v, mask, dropout_p):
+        return super().__call__(q, k, v, mask, dropout_p) / 2
+
+
+def test_attention_core_registry_gives_names_errors_and_dispatch(monkeypatch):
+    monkeypatch.setitem(CORES, "halved", HalvedCore)
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(**SMALL))
+    halved = GPT(GPTConfig(**SMALL), Implementation(attention="halved"))
+    halved.load_state_dict(model.state_dict())
+    attention = halved.blocks[0].attention
+    assert isinstance(attention.core, HalvedCore)
+    x = torch.randn(1, 4, 16)
+    torch.testing.assert_close(attention(x), model.blocks[0].attention(x) / 2)  # out_proj has no bias here
+    SpeedConfig(attention="halved")
+    with pytest.raises(
+        ValueError, match="speed.attention='flash' is not allowed: must be one of sdpa, explicit, halved"
+    ):
+        SpeedConfig(attention="flash")
+    with pytest.raises(ValueError, match="sdpa, explicit, halved"):
+        Implementation(attention="flash")
 
 
 def test_schedule_registry_gives_names_errors_and_dispatch(monkeypatch):

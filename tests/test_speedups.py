@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from test_train_run import train_losses
 
-import tinygpt.model.attention as attention
+import tinygpt.model.attention_core as attention_core
 from tinygpt.model import GPT, GPTConfig
 from tinygpt.model.fused_loss import auto_chunk, linear_cross_entropy
 from tinygpt.model.generate import generate
@@ -123,7 +123,7 @@ def test_explicit_attention_without_dropout_equals_sdpa():
     torch.manual_seed(0)
     q, k, v = (torch.randn(2, 3, 10, 8) for _ in range(3))
     torch.testing.assert_close(
-        attention.explicit_attention(q, k, v, 0.0),
+        attention_core.explicit_attention(q, k, v, 0.0),
         F.scaled_dot_product_attention(q, k, v, is_causal=True),
         rtol=1e-5,
         atol=1e-6,
@@ -136,7 +136,7 @@ def test_explicit_attention_dropout_drops_a_fraction_p_of_the_weights_and_rescal
     T, p = 64, 0.3
     q, k = torch.randn(4, 4, T, T), torch.randn(4, 4, T, T)
     v = torch.eye(T).expand(4, 4, T, T)
-    dropped = attention.explicit_attention(q, k, v, p)
+    dropped = attention_core.explicit_attention(q, k, v, p)
     weights = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     causal = torch.ones(T, T, dtype=torch.bool).tril().expand_as(weights)
     assert (dropped[~causal] == 0).all()
@@ -148,9 +148,9 @@ def test_explicit_attention_dropout_drops_a_fraction_p_of_the_weights_and_rescal
 
 def test_the_attention_switch_routes_training_dropout_and_only_that(monkeypatch):
     calls = []
-    original = attention.explicit_attention
+    original = attention_core.explicit_attention
     monkeypatch.setattr(
-        attention, "explicit_attention", lambda *args, **kw: calls.append(args[3]) or original(*args, **kw)
+        attention_core, "explicit_attention", lambda *args, **kw: calls.append(args[3]) or original(*args, **kw)
     )
     model = GPT(GPTConfig(**{**TINY, "dropout": 0.25}), Implementation(attention="explicit", dropout="torch"))
     idx = torch.randint(0, 61, (2, 24))
@@ -443,7 +443,7 @@ def test_fused_projections_give_the_separate_loss_and_gradients(variant, dtype):
             loss = F.cross_entropy(out.logits.flatten(0, 1).float(), idx.roll(-1, 1).flatten()) + out.aux_loss
         results[projections] = (loss, torch.autograd.grad(loss, list(model.parameters())))
     attn, mlp = model.blocks[0].attention, model.blocks[0].mlp
-    assert attn.fused and (getattr(mlp, "fused", True) or variant == "gpt2_style")
+    assert attn.project == attn._fused_projections and (getattr(mlp, "fused", True) or variant == "gpt2_style")
     (loss, grads), (ref, ref_grads) = results["fused"], results["separate"]
     if dtype == torch.float32:
         torch.testing.assert_close(loss, ref, rtol=1e-5, atol=1e-6)
@@ -571,7 +571,7 @@ def sdpa_dtypes(monkeypatch) -> list[torch.dtype]:
         seen.append(q.dtype)
         return original(q, *args, **kwargs)
 
-    monkeypatch.setattr(attention.F, "scaled_dot_product_attention", recorded)
+    monkeypatch.setattr(attention_core.F, "scaled_dot_product_attention", recorded)
     return seen
 
 
@@ -595,13 +595,13 @@ def test_attention_dtype_sets_the_cores_dtype_under_bf16_autocast(monkeypatch, s
 def test_auto_keeps_the_written_out_dropout_core_in_bf16(monkeypatch, setting, core):
     """Training with int16 dropout writes the softmax out; auto leaves that core in bf16 (faster there)."""
     seen = []
-    original = attention.explicit_attention
+    original = attention_core.explicit_attention
 
     def recorded(q, *args, **kwargs):
         seen.append(q.dtype)
         return original(q, *args, **kwargs)
 
-    monkeypatch.setattr(attention, "explicit_attention", recorded)
+    monkeypatch.setattr(attention_core, "explicit_attention", recorded)
     model = GPT(GPTConfig(**{**TINY, "dropout": 0.2}), Implementation(attention_dtype=setting, dropout="int16")).train()
     with torch.autocast("cpu", dtype=torch.bfloat16):
         model(torch.randint(0, 61, (2, 24)))

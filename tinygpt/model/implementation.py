@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tinygpt.model.attention_core import CORES
 from tinygpt.model.dropout import DROPOUT_IMPLS
 
-ATTENTION_IMPLS = ("sdpa", "explicit")
 ATTENTION_DTYPES = ("auto", "float32", "compute")
 PROJECTIONS = ("fused", "separate")
 
@@ -27,7 +27,7 @@ class Implementation:
 
     def __post_init__(self) -> None:
         for name, allowed in (
-            ("attention", ATTENTION_IMPLS),
+            ("attention", CORES),
             ("attention_dtype", ATTENTION_DTYPES),
             ("dropout", DROPOUT_IMPLS),
             ("projections", PROJECTIONS),

@@ -6,13 +6,13 @@ Each switch changes how a step is computed, never what it computes beyond a stat
   never materialised (tinygpt/model/fused_loss.py); "full" is `F.cross_entropy` over the full logits.
   Loss and gradients agree to float rounding (fp32: 1e-5 relative; bf16 autocast: bf16 rounding).
 - `loss_chunk`: tokens per chunk for "chunked"; null picks one from the head's shape (fused_loss.auto_chunk).
-- `attention`: how attention dropout is computed while training with dropout > 0 (model/attention.py):
+- `attention`: how attention dropout is computed while training with dropout > 0 (model/attention_core.py):
   "sdpa" inside `scaled_dot_product_attention`, "explicit" as softmax weights dropped by F.dropout. The same
   distribution (a Bernoulli(1 - p) mask and 1/(1 - p) scaling), different random draws. Both cost several
   times attention itself on a CPU; in a quiet whole-step A/B on nanoGPT's shape at dropout 0.2 sdpa was 1.07x
   explicit, so sdpa is the default. It picks between torch's masks only: with `dropout` int16 (auto on a CPU)
   attention dropout always takes the written-out softmax.
-- `attention_dtype`: the attention core's dtype under bf16/fp16 autocast (model/attention.py): "compute"
+- `attention_dtype`: the attention core's dtype under bf16/fp16 autocast (model/attention_core.py): "compute"
   (autocast's), "float32" (q, k, v cast up, autocast off, the output cast back), "auto" (the default): fp32 for
   SDPA on a CPU, whose bf16 kernels were slower than its fp32 ones (a whole bf16 step 1.03x on llama003, 1.17x
   on nanoGPT's shape at dropout 0, 1.10x on since_gpt2), and the compute dtype for the written-out softmax of
@@ -63,14 +63,15 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from tinygpt.model.attention_core import CORES
 from tinygpt.model.block import Block
 from tinygpt.model.dropout import DROPOUT_IMPLS
-from tinygpt.model.implementation import ATTENTION_DTYPES, ATTENTION_IMPLS, PROJECTIONS, Implementation
+from tinygpt.model.implementation import ATTENTION_DTYPES, PROJECTIONS, Implementation
 from tinygpt.train.malloc import MALLOC_IMPLS
 
 CHOICES = {
     "loss": ("chunked", "full"),
-    "attention": ATTENTION_IMPLS,
+    "attention": CORES,
     "attention_dtype": ATTENTION_DTYPES,
     "dropout": DROPOUT_IMPLS,
     "projections": PROJECTIONS,
