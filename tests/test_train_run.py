@@ -20,6 +20,7 @@ from tinygpt.train import provenance
 from tinygpt.train.checkpoints import CheckpointError
 from tinygpt.train.module import GPTModule, NonFiniteLossError
 from tinygpt.train.run import train
+from tinygpt.train.schema import ConfigError
 
 
 def scalar_events(run_dir: Path, tag: str) -> list[dict[int, float]]:
@@ -206,10 +207,11 @@ def test_nan_loss_stops_with_the_step_and_keeps_the_last_good_checkpoint(tiny_cf
     assert json.loads((tmp_path / "run.json").read_text())["status"] == "failed"
 
 
-def test_invalid_model_fails_before_training(tiny_cfg, tmp_path):
-    with pytest.raises(ValueError, match="n_heads"):
+def test_invalid_model_fails_before_anything_is_written(tiny_cfg, tmp_path):
+    """A model setting is checked with the rest of the config, when it is parsed: one line, nothing in the folder."""
+    with pytest.raises(ConfigError, match=r"^GPTConfig\.n_heads=3 is not allowed: must be a divisor of d_model"):
         train(tiny_cfg("model.n_heads=3"), tmp_path)
-    assert not (tmp_path / "checkpoints").exists()
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_checkpoints_are_written_atomically(tmp_path, monkeypatch):

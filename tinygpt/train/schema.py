@@ -204,7 +204,12 @@ def parse_run_config(cfg: DictConfig) -> RunConfig:
             f"{unknown[0]} is not a setting: the top-level keys are {', '.join(top)} "
             "(tinygpt/train/schema.py's RunConfig)"
         )
-    return typed(RunConfig, cfg, "", ConfigError)
+    try:
+        return typed(RunConfig, cfg, "", ConfigError)
+    except (ConfigError, DataError):
+        raise
+    except ValueError as err:  # a model config's own check (GPTConfig.n_heads=5 ...): a setting, so one line
+        raise ConfigError(str(err)) from None
 
 
 def register_run_schemas() -> None:
