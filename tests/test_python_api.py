@@ -45,6 +45,16 @@ def test_compose_reads_a_users_config_folder(tmp_path):
         compose([], config_dir=tmp_path / "absent")
 
 
+def test_compose_checks_every_value_as_the_command_does():
+    from tinygpt.api import compose
+    from tinygpt.train.schema import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^seed=-1 is not allowed: must be an integer in \[0, 4294967296\)"):
+        compose(["experiment=smoke", "seed=-1"])
+    with pytest.raises(ConfigError, match=r"^GPTConfig\.n_heads=5 is not allowed"):
+        compose(["experiment=smoke", "model.n_heads=5"])
+
+
 def test_a_users_preset_is_checked_against_the_schema(tmp_path):
     from hydra.errors import ConfigCompositionException
 

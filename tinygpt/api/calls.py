@@ -21,15 +21,19 @@ from tinygpt.train.module import GPTModule
 
 def compose(overrides: Sequence[str] = (), config_dir: str | Path | None = None) -> DictConfig:
     """The run config ``tinygpt-train <overrides>`` composes: conf/train.yaml with the same overrides
-    (``["experiment=blog", "seed=1"]``), checked against the same typed schemas. ``config_dir``: a folder of one's
-    own configs, searched as ``tinygpt-train --config-dir`` searches it (e.g. its ``experiment/<name>.yaml``)."""
+    (``["experiment=blog", "seed=1"]``), every value checked as ``tinygpt-train`` checks it, before anything is
+    written (a ``ConfigError`` naming the field). ``config_dir``: a folder of one's own configs, searched as
+    ``tinygpt-train --config-dir`` searches it (e.g. its ``experiment/<name>.yaml``)."""
     overrides = list(overrides)
     if config_dir is not None:
         folder = Path(config_dir).expanduser().resolve()
         if not folder.is_dir():
             raise FileNotFoundError(f"config_dir={config_dir}: no such folder")
         overrides.append(f"hydra.searchpath=[file://{folder}]")
-    return compose_run_config(overrides)
+    cfg = compose_run_config(overrides)
+    training.import_custom(cfg)  # a name of the user's own is registered before it is checked
+    training.parse_run_config(cfg)
+    return cfg
 
 
 def train(cfg: DictConfig, run_dir: str | Path) -> dict:

@@ -178,13 +178,18 @@ class RunConfig:
         if self.optim is not None:
             self.optim = typed(OptimConfig, self.optim, "optim", ConfigError)
         if self.trainer is not None:
-            trainer = self.trainer
-            typed(
-                StepsConfig,
-                {"max_steps": trainer.get("max_steps"), "val_check_interval": trainer.get("val_check_interval")},
-                "trainer",
-                ConfigError,
-            )
+            check_steps(self.trainer)
+
+
+def check_steps(trainer: Any) -> None:
+    """trainer.max_steps and val_check_interval (StepsConfig): checked first, since other settings derive from
+    them (checkpoint.keep_every_n_steps is ${trainer.val_check_interval}), so the error names the one given."""
+    typed(
+        StepsConfig,
+        {"max_steps": trainer.get("max_steps"), "val_check_interval": trainer.get("val_check_interval")},
+        "trainer",
+        ConfigError,
+    )
 
 
 def parse_run_config(cfg: DictConfig) -> RunConfig:
@@ -205,6 +210,7 @@ def parse_run_config(cfg: DictConfig) -> RunConfig:
             "(tinygpt/train/schema.py's RunConfig)"
         )
     try:
+        check_steps(cfg.trainer)
         return typed(RunConfig, cfg, "", ConfigError)
     except (ConfigError, DataError):
         raise
