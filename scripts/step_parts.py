@@ -23,11 +23,8 @@ import time
 from pathlib import Path
 
 import torch
-from hydra import compose, initialize_config_dir
 
-import tinygpt.train  # noqa: F401  (registers the config's schema and resolvers)
-from tinygpt.cli import CONF
-from tinygpt.cli.config import register_configs
+from tinygpt.cli.config import compose_run_config
 from tinygpt.launch.precision import choose
 from tinygpt.model import families
 from tinygpt.train.optim import build_optimizer
@@ -42,10 +39,7 @@ PARTS = ("batch", "forward", "backward", "optimizer")
 def setup(overrides: list[str], steps: int, device: str):
     """(typed run settings, speed resolved for ``device``, DataModule, LightningModule) for a run of ``steps``
     steps, through train/run.py's own calls, so the parts timed are those of the module training builds."""
-    with initialize_config_dir(CONF, version_base="1.3"):
-        cfg = compose(
-            "train", overrides=[*overrides, f"trainer.max_steps={steps}", f"trainer.val_check_interval={steps}"]
-        )
+    cfg = compose_run_config([*overrides, f"trainer.max_steps={steps}", f"trainer.val_check_interval={steps}"])
     run = parse_run_config(cfg)
     speed = device_speed(run, device.split(":")[0])
     datamodule = build_datamodule(run)
@@ -105,7 +99,6 @@ def time_parts(overrides: list[str], steps: int, warmup: int, device: str) -> di
 
 
 def main() -> None:
-    register_configs()  # the typed schemas (tinygpt/cli/config.py), before Hydra composes
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=5)

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-import tinygpt.train  # noqa: F401  (registers the config's resolvers)
 from tinygpt.cli.config import register_configs
 
 register_configs()  # the typed schemas, as every entry point does (tinygpt/cli/config.py)

@@ -5,8 +5,10 @@ sweep: SweepConfig) and so do the top-level keys (RunConfig, speed and the rest)
 tinygpt.cli.config.register_configs() (conftest calls it, as every entry point does).
 """
 
+import subprocess
+
 import pytest
-from conftest import compose_train
+from conftest import PYTHON, compose_train
 from hydra.errors import ConfigCompositionException
 
 from tinygpt.train.schema import ConfigError, RunConfig, parse_run_config
@@ -88,3 +90,25 @@ def test_the_settings_every_corpus_shares_are_written_once_in_the_schema(corpus)
 def test_every_top_level_key_of_train_yaml_is_a_run_config_field():
     cfg = compose_train([])
     assert set(cfg) == set(RunConfig.__dataclass_fields__)
+
+
+def test_importing_the_package_registers_nothing_and_register_configs_registers_all():
+    """What a config is checked against and resolved with comes from the entry point's one call, never from an
+    import: a fresh interpreter that imports every package of tinygpt (but no program) has no schema and no
+    resolver; register_configs() then stores the run's schema and registers every launcher resolver."""
+    code = (
+        "import pkgutil, importlib, tinygpt\n"
+        "from omegaconf import OmegaConf\n"
+        "from hydra.core.config_store import ConfigStore\n"
+        "for m in pkgutil.walk_packages(tinygpt.__path__, 'tinygpt.'):\n"
+        "    if not m.name.startswith('tinygpt.cli'):\n"
+        "        importlib.import_module(m.name)\n"
+        "from tinygpt.launch.resolvers import RESOLVERS\n"
+        "store = ConfigStore.instance().repo\n"
+        "print(sorted(n for n in RESOLVERS if OmegaConf.has_resolver(n)), 'run_schema.yaml' in store)\n"
+        "from tinygpt.cli.config import register_configs\n"
+        "register_configs()\n"
+        "print(sorted(n for n in RESOLVERS if OmegaConf.has_resolver(n)), 'run_schema.yaml' in store)\n"
+    )
+    lines = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert lines == ["[] False", "['tinygpt.device_count', 'tinygpt.job_dir', 'tinygpt.parallel_jobs'] True"]

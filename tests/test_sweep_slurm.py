@@ -17,8 +17,6 @@ from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 
-import tinygpt.train  # noqa: F401  (registers the resolvers the launcher configs use)
-
 pytest.importorskip("hydra_plugins.hydra_submitit_launcher", reason="pip install -e .[slurm]")
 
 

@@ -40,11 +40,8 @@ from pathlib import Path
 
 import lightning as L
 import torch
-from hydra import compose, initialize_config_dir
 
-import tinygpt.train  # noqa: F401  (registers the config's resolvers)
-from tinygpt.cli import CONF
-from tinygpt.cli.config import register_configs
+from tinygpt.cli.config import compose_run_config
 from tinygpt.model.families import flops_per_token
 from tinygpt.train import device_settings
 from tinygpt.train.module import GPTModule
@@ -80,10 +77,7 @@ def setup(overrides: list[str], steps: int, device: str):
     """(typed run settings, speed switches resolved for ``device``) as a run of ``steps`` steps composes and
     checks them (train/run.py's calls: a bad switch fails here, before any timing); the DataModule and the module
     are then built by train/run.py's build_datamodule and build_module, so the bench times what training trains."""
-    with initialize_config_dir(CONF, version_base="1.3"):
-        cfg = compose(
-            "train", overrides=[*overrides, f"trainer.max_steps={steps}", f"trainer.val_check_interval={steps}"]
-        )
+    cfg = compose_run_config([*overrides, f"trainer.max_steps={steps}", f"trainer.val_check_interval={steps}"])
     run = parse_run_config(cfg)
     return run, device_speed(run, device)
 
@@ -156,7 +150,6 @@ def lightning_loop(module: GPTModule, datamodule, steps: int, precision: str, de
 
 
 def main() -> None:
-    register_configs()  # the typed schemas (tinygpt/cli/config.py), before Hydra composes
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shapes", default=",".join(SHAPES), help=f"comma list of {', '.join(SHAPES)}")
     parser.add_argument("--precisions", default=",".join(PRECISIONS), help="comma list of 32-true, bf16-mixed")

@@ -32,11 +32,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import yaml
-from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from tinygpt.cli import CONF
-from tinygpt.cli.config import register_configs
+from tinygpt.cli.config import compose_run_config
 from tinygpt.common.run_folder import read_record
 from tinygpt.launch.search import trial_dir
 from tinygpt.launch.study import load_finished_study, override_key
@@ -82,13 +81,9 @@ def parse_settings(items: Sequence[str]) -> dict:
 
 
 def composed(overrides: Sequence[str], search_path: Sequence[Path], choices: bool = False) -> dict:
-    """conf/train.yaml composed with ``overrides`` and these config folders on the search path, resolved."""
-    register_configs()
-    paths = [f"file://{Path(p).resolve()}" for p in search_path]
-    with initialize_config_dir(CONF, version_base="1.3"):
-        cfg = compose(
-            "train", overrides=[*overrides, f"hydra.searchpath=[{','.join(paths)}]"], return_hydra_config=choices
-        )
+    """conf/train.yaml composed with ``overrides`` and these config folders on the search path, resolved (or,
+    with ``choices``, the choice made in each config group)."""
+    cfg = compose_run_config(overrides, search_path=search_path, return_hydra_config=choices)
     if choices:
         return dict(cfg.hydra.runtime.choices)
     return OmegaConf.to_container(cfg, resolve=True)

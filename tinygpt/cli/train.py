@@ -11,7 +11,6 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-import tinygpt.train  # noqa: F401  (registers the config's resolvers)
 from tinygpt.cli import CONF
 from tinygpt.cli.config import register_configs
 from tinygpt.common.run_folder import DEV_BITS_PER_BYTE

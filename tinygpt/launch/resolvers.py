@@ -2,8 +2,9 @@
 
 ``tinygpt.job_dir`` names a job's folder (conf/train.yaml's ``hydra.sweep.subdir``), ``tinygpt.parallel_jobs``
 gives placement's ``n_jobs`` (conf/hydra/launcher/placement.yaml) and ``tinygpt.device_count`` the SLURM tasks
-per run (conf/hydra/launcher/slurm.yaml). ``tinygpt.train`` calls ``register_resolvers`` on import, so they
-exist in every entry point and inside launcher worker processes that import the task function.
+per run (conf/hydra/launcher/slurm.yaml). ``tinygpt.cli.config.register_configs`` calls ``register_resolvers``
+with the schemas, so they exist in every entry point and inside launcher worker processes that import the task
+function (``tinygpt.cli.train`` registers at import).
 """
 
 from __future__ import annotations
