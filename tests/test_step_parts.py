@@ -1,33 +1,20 @@
-"""scripts/step_parts.py times the training path itself: the module's loss with its speed switches, any config's
-own tokenizer, and no clipping where the config asks for none; it and scripts/bench_train.py build the module,
+"""tinygpt-step-parts times the training path itself: the module's loss with its speed switches, any config's
+own tokenizer, and no clipping where the config asks for none; it and tinygpt-bench-train build the module,
 the data and the speed switches through train/run.py's calls, so they time what training trains."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 import torch
-from conftest import REPO, compose_train, requires_data
+from conftest import compose_train, requires_data
 
-from tinygpt.cli import bench_train
+from tinygpt.cli import bench_train, step_parts
 from tinygpt.train.module import GPTModule
 from tinygpt.train.run import build_datamodule, build_module, device_speed
 from tinygpt.train.schema import parse_run_config
 
 # 000's setup (GPT-2 tokens, split by tokens, grad_clip 0) on a model small enough for a test
 TINY_SINCE_GPT2 = ["experiment=since_gpt2", "model.d_model=32", "model.n_heads=2", "model.n_layers=1"]
-
-
-def script(name: str):
-    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def step_parts():
-    return script("step_parts")
 
 
 @pytest.fixture
@@ -51,7 +38,7 @@ def loss_calls(monkeypatch):
 
 @requires_data
 def test_since_gpt2_is_timed_with_its_own_tokenizer_the_switched_loss_and_no_clipping(loss_calls):
-    row = step_parts().time_parts([*TINY_SINCE_GPT2, "speed.loss=chunked"], steps=2, warmup=1, device="cpu")
+    row = step_parts.time_parts([*TINY_SINCE_GPT2, "speed.loss=chunked"], steps=2, warmup=1, device="cpu")
     assert (row["tokenizer"], row["vocab"], row["precision"]) == ("gpt2", 50257, "32-true")
     assert row["tokens"] == 16 * 128
     assert loss_calls["loss"] == ["chunked"] * 3  # the training loss, through speed.loss, at every step
@@ -60,7 +47,7 @@ def test_since_gpt2_is_timed_with_its_own_tokenizer_the_switched_loss_and_no_cli
 
 
 def test_a_clipping_config_is_clipped_at_its_norm(loss_calls):
-    step_parts().time_parts(["experiment=smoke", "optim.grad_clip=0.5"], steps=1, warmup=1, device="cpu")
+    step_parts.time_parts(["experiment=smoke", "optim.grad_clip=0.5"], steps=1, warmup=1, device="cpu")
     assert loss_calls["clip"] == [0.5, 0.5]
 
 
@@ -71,7 +58,7 @@ def test_the_bench_scripts_build_what_training_builds(small_corpus):
     speed = device_speed(run, "cpu")
     datamodule = build_datamodule(run)
     trained = build_module(run, datamodule, speed)  # what tinygpt-train builds for this config
-    parts_run, parts_speed, parts_data, timed = step_parts().setup(overrides, 3, "cpu")
+    parts_run, parts_speed, parts_data, timed = step_parts.setup(overrides, 3, "cpu")
     bench_run, bench_speed = bench_train.setup(overrides, 3, "cpu")
     assert parts_run == bench_run == run and parts_speed == bench_speed == speed
     assert [type(m) for m in timed.modules()] == [type(m) for m in trained.modules()]

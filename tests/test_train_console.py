@@ -15,6 +15,7 @@ import tomllib
 from conftest import PYTHON, REPO
 from lightning.pytorch.callbacks import TQDMProgressBar
 
+from tinygpt.cli import bench_generate
 from tinygpt.train.console import (
     TIP_LOGGERS,
     LineProgress,
@@ -40,6 +41,8 @@ def test_every_entry_point_is_the_script_of_the_same_name():
         "tinygpt-register",
         "tinygpt-data-stats",
         "tinygpt-bench-train",
+        "tinygpt-bench-generate",
+        "tinygpt-step-parts",
     } <= set(ENTRY_POINTS)
     for command, target in ENTRY_POINTS.items():
         module, function = target.split(":")
@@ -127,3 +130,15 @@ def test_a_logged_run_prints_lines_every_n_steps_and_no_advertisement(small_corp
     # every 3 steps and the last (8), plus the validations at 4 and 8
     assert steps == ["3/8", "4/8", "6/8", "8/8", "8/8"]
     assert [line for line in done.stdout.splitlines() if line.startswith("[tinygpt] step 6/8")][0].count("loss") == 1
+
+
+def test_bench_generate_tables_cached_and_uncached_generation(tmp_path):
+    """tinygpt-bench-generate builds 000's modern variant from the presets, times both loops and writes its page:
+    the row for each length says the cached tokens equal the uncached ones (exit 0 only then)."""
+    out = tmp_path / "generate.md"
+    assert bench_generate.main(["--new-tokens", "2", "3", "--repeats", "1", "--out", str(out)]) == 0
+    page = out.read_text()
+    assert "Produced by `tinygpt-bench-generate --out docs/benchmarks/generate.md`" in page
+    rows = [line for line in page.splitlines() if line.startswith(("| 2 |", "| 3 |"))]
+    assert len(rows) == 2 and all(row.endswith("| yes |") for row in rows)
+    assert "28,484,352 parameters" in page
