@@ -24,13 +24,13 @@ def compose(overrides: Sequence[str] = (), config_dir: str | Path | None = None)
     (``["experiment=blog", "seed=1"]``), every value checked as ``tinygpt-train`` checks it, before anything is
     written (a ``ConfigError`` naming the field). ``config_dir``: a folder of one's own configs, searched as
     ``tinygpt-train --config-dir`` searches it (e.g. its ``experiment/<name>.yaml``)."""
-    overrides = list(overrides)
+    search_path = []
     if config_dir is not None:
         folder = Path(config_dir).expanduser().resolve()
         if not folder.is_dir():
             raise FileNotFoundError(f"config_dir={config_dir}: no such folder")
-        overrides.append(f"hydra.searchpath=[file://{folder}]")
-    cfg = compose_run_config(overrides)
+        search_path.append(folder)
+    cfg = compose_run_config(overrides, search_path=search_path)
     training.import_custom(cfg)  # a name of the user's own is registered before it is checked
     training.parse_run_config(cfg)
     return cfg

@@ -24,12 +24,11 @@ from pathlib import Path
 
 import torch
 
-from tinygpt.cli.config import compose_run_config
+from tinygpt.cli import bench_train
 from tinygpt.launch.precision import choose
 from tinygpt.model import families
 from tinygpt.train.optim import build_optimizer
-from tinygpt.train.run import build_datamodule, build_module, device_speed
-from tinygpt.train.schema import parse_run_config
+from tinygpt.train.run import build_datamodule, build_module
 from tinygpt.train.speed import compute_dtype, matmul_peak
 from tinygpt.train.speedups import optimizer_flags
 
@@ -39,9 +38,7 @@ PARTS = ("batch", "forward", "backward", "optimizer")
 def setup(overrides: list[str], steps: int, device: str):
     """(typed run settings, speed resolved for ``device``, DataModule, LightningModule) for a run of ``steps``
     steps, through train/run.py's own calls, so the parts timed are those of the module training builds."""
-    cfg = compose_run_config([*overrides, f"trainer.max_steps={steps}", f"trainer.val_check_interval={steps}"])
-    run = parse_run_config(cfg)
-    speed = device_speed(run, device.split(":")[0])
+    run, speed = bench_train.setup(overrides, steps, device.split(":")[0])
     datamodule = build_datamodule(run)
     return run, speed, datamodule, build_module(run, datamodule, speed)
 
