@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -19,8 +20,10 @@ REPO = Path(__file__).resolve().parents[1]
 CONF = REPO / "tinygpt" / "conf"
 
 # Sweeps launched by the tests lease devices in a folder of their own (sweep.lease_dir follows this variable, and
-# subprocesses inherit it), so they never wait on, or block, a real sweep running on the same machine.
-os.environ["TINYGPT_LEASE_DIR"] = tempfile.mkdtemp(prefix="tinygpt-test-leases-")
+# subprocesses inherit it), so they never wait on, or block, a real sweep running on the same machine. It goes at the
+# end of the session (pytest_sessionfinish), so runs of the suite leave nothing in the temp folder.
+LEASE_DIR = tempfile.mkdtemp(prefix="tinygpt-test-leases-")
+os.environ["TINYGPT_LEASE_DIR"] = LEASE_DIR
 
 # a tiny model and a short run: what the training tests have in common
 TINY_RUN = ["experiment=smoke"]
@@ -81,6 +84,10 @@ def pytest_sessionstart(session):
         ensure_files(root, GPT2_FILES, "the tests' GPT-2 tokenizer files")
     except DataError as missing:
         pytest.exit(f"tinygpt's tests cannot start: {missing}", returncode=4)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    shutil.rmtree(LEASE_DIR, ignore_errors=True)
 
 
 PYTHON = sys.executable
