@@ -27,7 +27,8 @@ from optuna.trial import TrialState
 from tinygpt.cli import register as register_cli
 from tinygpt.cli import report as report_cli
 from tinygpt.launch.search import run_search
-from tinygpt.launch.study import SearchRefused, parse_space, remember_space
+from tinygpt.launch.search_config import SearchRefused
+from tinygpt.launch.study import parse_space, remember_space
 from tinygpt.train.config_error import ConfigError
 from tinygpt.train.run import train
 from tinygpt.train.score_once import pre_registration
@@ -322,6 +323,30 @@ def test_trials_go_out_in_batches_of_n_jobs_and_a_crashed_trial_is_recorded_fail
         for t in optuna.load_study(study_name="batches", storage=f"sqlite:///{sweep / 'study.db'}").trials
     ]
     assert len(set(lrs)) == len(lrs) == 10
+
+
+def test_a_sweep_and_its_report_run_where_optuna_cannot_be_imported(small_corpus, tmp_path):
+    """Optuna is the search's library alone: Hydra imports the search sweeper's plugin module whenever a program
+    starts, and every program registers the search's schema, so both must leave Optuna out (a machine without it,
+    such as the lent GPU machine's kit, trains). A fresh interpreter in which ``import optuna`` fails runs a
+    one-job multirun through tinygpt-train's entry point and reports its folder."""
+    sweep = tmp_path / "sweep"
+    overrides = [*TINY_RUN, "data=textfile", f"data.path={small_corpus}", "seed=0", "sweep.cpu_jobs=1"]
+    code = (
+        "import sys\n"
+        "sys.modules['optuna'] = None  # import optuna raises ImportError from here on\n"
+        "from tinygpt.cli.train import main\n"
+        f"sys.argv = ['tinygpt-train', '-m', *{overrides!r}, 'hydra.sweep.dir={sweep}']\n"
+        "main()\n"
+        "from tinygpt.cli.report import main as report\n"
+        f"sys.exit(report([{str(sweep)!r}]))\n"
+    )
+    done = subprocess.run([PYTHON, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert "Error importing" not in done.stderr  # Hydra's plugin scan imported the sweeper's module cleanly
+    [record] = [json.loads(path.read_text()) for path in sweep.glob("*/run.json")]
+    assert record["status"] == "finished"
+    assert (sweep / "report.md").is_file()
 
 
 def test_the_command_refuses_a_held_out_objective_in_one_line_without_m(tmp_path):

@@ -5,6 +5,10 @@ but hand Hydra's launcher and config to ``tinygpt.launch.search.run_search``. Th
 from the composed ``hydra.sweeper`` node itself rather than from the constructor's arguments: Hydra instantiates
 plugins recursively, which would turn the ``sampler`` and ``pruner`` nodes into objects, and the study's trials
 need the nodes (each job builds the same pruner from them).
+
+Hydra imports every module of ``hydra_plugins`` when any program starts, so this one imports nothing heavy:
+the search itself (and with it Optuna) is imported when a search sweeps, as hydra-optuna-sweeper imports its
+``_impl``. A run that is not a search never loads Optuna (tests/test_search.py runs one without it).
 """
 
 from __future__ import annotations
@@ -17,8 +21,7 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig
 
-from tinygpt.launch.search import run_search
-from tinygpt.launch.study import SearchRefused
+from tinygpt.launch.search_config import SearchRefused
 
 
 class SearchSweeper(Sweeper):
@@ -35,6 +38,8 @@ class SearchSweeper(Sweeper):
 
     def sweep(self, arguments: list[str]) -> Any:
         assert self.config is not None and self.launcher is not None
+        from tinygpt.launch.search import run_search
+
         try:
             return run_search(self.config.hydra.sweeper, self.config, self.launcher, arguments)
         except SearchRefused as refused:  # a user's mistake: one line, before anything is written, no traceback

@@ -24,7 +24,7 @@ def register_configs() -> None:
     same nodes, a resolver already there is kept)."""
     from tinygpt.data.config import register_data_schema
     from tinygpt.launch.resolvers import register_resolvers
-    from tinygpt.launch.study import register_search_schema
+    from tinygpt.launch.search_config import register_search_schema
     from tinygpt.model.schema import register_model_schema
     from tinygpt.train.schema import register_run_schemas
 

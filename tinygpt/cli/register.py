@@ -38,7 +38,8 @@ from tinygpt.cli import CONF
 from tinygpt.cli.config import compose_run_config
 from tinygpt.common.run_folder import read_record
 from tinygpt.launch.search import trial_dir
-from tinygpt.launch.study import load_finished_study, override_key
+from tinygpt.launch.search_config import override_key
+from tinygpt.launch.study import load_finished_study
 from tinygpt.train.score_once import flatten, recipe_switches
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_\-]*$")

@@ -22,11 +22,10 @@ from omegaconf import OmegaConf
 
 from tinygpt.baselines.run import cached_baselines
 from tinygpt.cli.config import compose_run_config
-from tinygpt.launch.study import study_path
+from tinygpt.launch.search_config import study_path
 from tinygpt.report.beside_baselines import sweep_data
 from tinygpt.report.jobs import load_sweep
 from tinygpt.report.report import DEFAULT_METRIC, STYLES, write_report
-from tinygpt.report.study import write_study_section
 from tinygpt.report.tables import METRICS
 
 
@@ -118,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     written = [report.markdown, report.figure, report.table, report.comparison]
     if study_path(args.sweep_dir).exists():  # a search's folder: its study first, under the report's title
+        from tinygpt.report.study import write_study_section  # Optuna, for a search's folder alone
+
         section = write_study_section(args.sweep_dir, args.out)
         title, _, rest = report.markdown.read_text().partition("\n\n")
         report.markdown.write_text(f"{title}\n\n{section.markdown}\n{rest}")

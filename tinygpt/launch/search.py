@@ -31,18 +31,8 @@ from optuna.trial import TrialState
 from tinygpt.common.run_folder import read_record
 from tinygpt.common.say import PREFIX
 from tinygpt.launch.leases import try_lock
-from tinygpt.launch.study import (
-    TRIAL_DIR,
-    TRIAL_KEY,
-    SearchRefused,
-    SearchSweeperConf,
-    Space,
-    check_objective,
-    open_study,
-    parse_space,
-    remember_space,
-    trial_of,
-)
+from tinygpt.launch.search_config import TRIAL_DIR, TRIAL_KEY, SearchRefused, SearchSweeperConf, check_objective
+from tinygpt.launch.study import Space, open_study, parse_space, remember_space, trial_of
 
 LOCK_FILE = "study.lock"
 DONE = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)

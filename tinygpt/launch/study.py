@@ -1,10 +1,11 @@
-"""The Optuna study behind ``-m hparams_search=<name>``: its settings, space, storage, and what it may not search.
+"""The Optuna study behind ``-m hparams_search=<name>``: its space, storage, sampler and pruner.
 
 A search is one Optuna study kept in ``<sweep dir>/study.db`` (SQLite), so a killed search run again continues
 the same study, and the trials' training processes (tinygpt jobs placed like any sweep's) open the same
 storage to report their dev scores for pruning. Optuna does the sampling (TPE by default), pruning and storage;
-this module turns the sweeper's Hydra config into Optuna objects and refuses searches that would look at the
-held-out split.
+this module turns the sweeper's Hydra config into Optuna objects. What a search may not search (the held-out
+split) and the sweeper's schema are launch/search_config.py's, which imports no Optuna: only a search's own
+processes (the sweeper, its trials, the report and register of its folder) load this module.
 
 The search space is written in Hydra's override grammar, as hydra-optuna-sweeper and the lightning-hydra-template
 write it: ``choice(a, b)`` categorical, ``interval(lo, hi)`` a float (``tag(log, interval(...))`` log-uniform,
@@ -21,62 +22,25 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import optuna
-from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, Override, RangeSweep
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-STUDY_FILE = "study.db"
-TRIAL_DIR = "trial_{number:04d}"  # each trial's job folder in the sweep folder
-TRIAL_KEY = "trial"  # the job's config key carrying its trial number (conf/train.yaml, RunConfig.trial)
-# What a search may minimise: a field of the trial's run.json. Dev scores only: the held-out split is scored once,
-# after the winner is registered (tinygpt-register), never to choose it.
-OBJECTIVES = {
-    "best.dev_bits_per_byte": "the best dev bits per byte of the run",
-    "final.dev_bits_per_byte": "the dev bits per byte at the run's last step",
-    "best.dev_loss": "the best dev loss (nats per token)",
-    "final.dev_loss": "the dev loss at the run's last step",
-}
-HELD_OUT_WORDS = ("test", "held", "heldout")
-# keys a search may neither vary nor fix: they decide which text is held out, or score it
-HELD_OUT_KEYS = ("split", "data.test_fraction", "data.test_documents", "data.test_k", "data.split_seed")
-
-
-def override_key(override: str) -> str:
-    """An override's key, without its + / ++ / ~ prefix (``+trainer.x=1`` -> ``trainer.x``)."""
-    return override.partition("=")[0].lstrip("+~")
-
-
-class SearchRefused(ValueError):
-    """A search config the protocol refuses (one line naming the field), raised before a study is made."""
-
-
-@dataclass
-class SearchSweeperConf:
-    """``hydra.sweeper`` of a search (conf/hydra/sweeper/optuna_search.yaml); the field names are
-    hydra-optuna-sweeper's, so a lightning-hydra-template ``hparams_search`` file reads the same."""
-
-    _target_: str = "hydra_plugins.tinygpt_search.search_sweeper.SearchSweeper"
-    objective: str = "best.dev_bits_per_byte"
-    direction: str = "minimize"
-    study_name: str | None = None  # null: the run's `name`
-    storage: str | None = None  # null: sqlite:///<sweep dir>/study.db
-    n_trials: int = 20  # trials in the study in all (a rerun adds only the missing ones)
-    n_jobs: int | None = None  # trials launched together, a batch at a time; null: as many as placement runs at once
-    sampler: Any = field(default_factory=lambda: {"_target_": "optuna.samplers.TPESampler", "seed": 0})
-    pruner: Any = None  # e.g. {_target_: optuna.pruners.MedianPruner, ...}; null: no trial is stopped early
-    params: dict[str, str] = field(default_factory=dict)
-
-
-def register_search_schema() -> None:
-    """conf/hydra/sweeper/optuna_search.yaml lists this first, so a misspelled sweeper key fails at composition."""
-    ConfigStore.instance().store(group="hydra/sweeper", name="optuna_search_schema", node=SearchSweeperConf)
+from tinygpt.launch.search_config import (
+    STUDY_FILE,
+    TRIAL_KEY,
+    SearchRefused,
+    SearchSweeperConf,
+    override_key,
+    refuse_held_out,
+    study_path,
+)
 
 
 @dataclass
@@ -126,40 +90,8 @@ def parse_space(params: Mapping[str, str], arguments: Sequence[str]) -> Space:
     return Space(distributions, fixed, source)
 
 
-def refuse_held_out(lines: Sequence[str]) -> None:
-    """A search chooses on dev only: an override that names the held-out split, or changes which text is held
-    out, is refused naming it."""
-    for line in lines:
-        key = override_key(line)
-        value = line.split("=", 1)[1] if "=" in line else ""
-        if key.split(".")[-1] == "split" or any(key == k or key.startswith(k + ".") for k in HELD_OUT_KEYS):
-            raise SearchRefused(
-                f"{line}: a search may not set {key} (value {value!r}): it chooses on the dev slice, and the held-out "
-                "text is fixed by the experiment and scored once, after tinygpt-register"
-            )
-
-
-def check_objective(objective: str, direction: str) -> None:
-    if any(word in objective.lower() for word in HELD_OUT_WORDS):
-        raise SearchRefused(
-            f"hydra.sweeper.objective={objective}: a held-out score cannot be a search's objective; a search "
-            f"minimises a dev score ({', '.join(OBJECTIVES)}) and the held-out split is scored once, after "
-            "tinygpt-register"
-        )
-    if objective not in OBJECTIVES:
-        raise SearchRefused(f"hydra.sweeper.objective={objective}: not an objective; allowed: {', '.join(OBJECTIVES)}")
-    if direction != "minimize":
-        raise SearchRefused(
-            f"hydra.sweeper.direction={direction}: {objective} is a cost (lower is better); allowed: minimize"
-        )
-
-
 def storage_url(storage: str | None, sweep_dir: str | Path) -> str:
     return storage or f"sqlite:///{Path(sweep_dir).resolve() / STUDY_FILE}"
-
-
-def study_path(sweep_dir: str | Path) -> Path:
-    return Path(sweep_dir) / STUDY_FILE
 
 
 def build(node: Any) -> Any:
@@ -233,11 +165,6 @@ def trial_of(study: optuna.Study, number: int) -> optuna.trial.Trial:
             # callbacks read it the same way to report from a worker process.
             return optuna.trial.Trial(study, frozen._trial_id)
     raise KeyError(f"{TRIAL_KEY}={number}: the study has no such trial")
-
-
-def in_search(hydra: DictConfig) -> bool:
-    """Whether a job runs under the search sweeper (hydra: its ``hydra`` node)."""
-    return "tinygpt_search" in str(OmegaConf.select(hydra, "sweeper._target_", default="") or "")
 
 
 def job_trial(hydra: DictConfig, name: str, number: int) -> optuna.trial.Trial:

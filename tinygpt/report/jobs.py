@@ -19,7 +19,7 @@ from hydra.core.override_parser.types import Override
 from omegaconf import OmegaConf
 
 from tinygpt.common.run_folder import read_record as read_run_record
-from tinygpt.launch.study import in_search, override_key
+from tinygpt.launch.search_config import in_search, override_key
 
 SEED_KEY = "seed"
 

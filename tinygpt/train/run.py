@@ -29,7 +29,7 @@ from tinygpt.common.say import say
 from tinygpt.data import TextDataModule
 from tinygpt.launch.placement import apply_placement
 from tinygpt.launch.precision import DeviceChoice, choose, device_kind
-from tinygpt.launch.study import TRIAL_KEY, in_search, job_trial
+from tinygpt.launch.search_config import TRIAL_KEY, in_search
 from tinygpt.model import GPTConfig, families
 from tinygpt.model.lstm import LSTMConfig
 from tinygpt.train import device_settings
@@ -40,7 +40,6 @@ from tinygpt.train.diagnostics import CollapseDiagnostics
 from tinygpt.train.last_checkpoint import LastCheckpoint, TrainingInterrupted
 from tinygpt.train.logs import OptimizerStepAxis, resume_kwargs
 from tinygpt.train.module import GPTModule
-from tinygpt.train.pruning import TrialPruning
 from tinygpt.train.record import RunRecord
 from tinygpt.train.runlock import RunFolderBusy, lock_run
 from tinygpt.train.sampling import TextSampler
@@ -100,6 +99,10 @@ def build_callbacks(run: RunConfig, run_dir: Path, module: GPTModule, datamodule
     if run.diagnostics.collapse_steps:
         callbacks.append(CollapseDiagnostics(list(run.diagnostics.collapse_steps), record))
     if run.trial is not None:  # a search's trial: its dev scores go to the study, whose pruner may stop it
+        # imported here: Optuna is loaded by a search's trials alone (launch/search_config.py says why)
+        from tinygpt.launch.study import job_trial
+        from tinygpt.train.pruning import TrialPruning
+
         callbacks.append(TrialPruning(job_trial(HydraConfig.get(), run.name, run.trial)))
     if run.checkpoint.keep_every_n_steps:
         # kept checkpoints at the scoring steps: weights only, for evaluate.py and generate.py. monitor="step"
@@ -299,8 +302,12 @@ def _train(
         raise
     sampler = next(c for c in trainer.callbacks if isinstance(c, TextSampler))
     sample = sampler.last_sample or sampler.sample(module)
-    pruning = next((c for c in trainer.callbacks if isinstance(c, TrialPruning)), None)
-    pruned = {"pruned": pruning.pruned} if pruning and pruning.pruned else {}
+    pruned = {}
+    if run.trial is not None:
+        from tinygpt.train.pruning import TrialPruning  # a search's trial (build_callbacks)
+
+        pruning = next(c for c in trainer.callbacks if isinstance(c, TrialPruning))
+        pruned = {"pruned": pruning.pruned} if pruning.pruned else {}
     result = record.finish(
         "pruned" if pruned else "finished",
         **pruned,
