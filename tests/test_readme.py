@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from pathlib import Path
 
 import pytest
 from conftest import REPO, requires_data
@@ -106,3 +107,16 @@ def test_the_python_block_runs(tmp_path, monkeypatch):
     namespace: dict = {}
     exec(compile(block, "README.md", "exec"), namespace)
     assert namespace["record"]["status"] == "finished" and (tmp_path / "runs" / "demo" / "run.json").is_file()
+
+
+def test_the_configuration_page_lists_every_choice_of_every_group():
+    """docs/configuration.md is the page the README sends users to for "every group and key": each group in its
+    table lists every config file the package has in that group."""
+    page = (REPO / "docs" / "configuration.md").read_text()
+    rows = [line.split(" | ") for line in page.splitlines() if line.startswith("| `")]
+    listed = {row[0].strip("| `"): set(re.findall(r"`([^`=]+)`", row[1])) for row in rows}
+    assert "model/position" in listed and "trainer" in listed
+    for group, choices in listed.items():
+        files = {path.stem for path in (Path(CONF) / group).glob("*.yaml")}
+        assert files, f"docs/configuration.md lists {group}, which tinygpt/conf does not have"
+        assert files <= choices, f"docs/configuration.md's {group} row lacks {sorted(files - choices)}"
