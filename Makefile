@@ -8,6 +8,9 @@ TORCH_VERSION ?= 2.13.0
 TORCH_SPEC ?= $(if $(TORCH_VERSION),torch==$(TORCH_VERSION),torch)
 ARGS ?=
 PYTEST_ARGS ?=
+# The suite's test files run side by side, one pytest-xdist worker per core (at most 4), each worker on cores of its
+# own (tests/conftest.py); PYTEST_WORKERS=0 runs them one after another in one process.
+PYTEST_WORKERS ?= auto
 
 # The data root: TINYGPT_DATA if set, else ../shared/data when it exists (this project's checkouts),
 # else tinygpt's per-user cache (named corpora are downloaded there).
@@ -29,7 +32,7 @@ train: install
 	$(PY) scripts/train.py $(ARGS)
 
 test: install
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --maxprocesses 4 --dist loadfile $(PYTEST_ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check .
