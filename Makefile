@@ -9,7 +9,7 @@ TORCH_SPEC ?= $(if $(TORCH_VERSION),torch==$(TORCH_VERSION),torch)
 ARGS ?=
 PYTEST_ARGS ?=
 # The suite's test files run side by side, one pytest-xdist worker per core (at most 4), each worker on cores of its
-# own (tests/conftest.py); PYTEST_WORKERS=0 runs them one after another in one process.
+# own (tests/conftest.py), the files with slow tests first; PYTEST_WORKERS=0 runs them in one process.
 PYTEST_WORKERS ?= auto
 
 # The data root: TINYGPT_DATA if set, else ../shared/data when it exists (this project's checkouts),
@@ -32,7 +32,7 @@ train: install
 	$(PY) scripts/train.py $(ARGS)
 
 test: install
-	$(PY) -m pytest -n $(PYTEST_WORKERS) --maxprocesses 4 --dist loadfile $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --maxprocesses 4 --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -25,6 +25,7 @@ def load_script():
     return module
 
 
+@pytest.mark.slow
 def test_the_smoke_check_runs_every_step_and_writes_its_outputs(tmp_path):
     out, work = tmp_path / "out", tmp_path / "work"
     done = subprocess.run(

@@ -319,6 +319,7 @@ def test_existing_output_is_never_overwritten_unless_asked(trained, tmp_path):
     assert not (out / "notes.txt").exists() and (out / "config.json").is_file()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("trained", ["qwen3"], indirect=True)  # the scripts are checked once, on one family
 def test_scripts_export_refuse_and_import_then_generate(trained, tmp_path):
     family, run_dir, ckpt, out = trained

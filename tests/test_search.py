@@ -118,6 +118,7 @@ def search(small_corpus, tmp_path_factory):
     return {"sweep": sweep, "conf": conf, "killed": killed, "resumed": resumed, "again": again, "records": records}
 
 
+@pytest.mark.slow
 def test_a_killed_search_continues_its_study_and_trains_the_killed_trial_on(search):
     killed, resumed, sweep = search["killed"], search["resumed"], search["sweep"]
     assert killed["status"] == "running", killed["log"]

@@ -11,6 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 import torch
 from conftest import PYTHON, REPO, TINY_RUN
 
@@ -29,6 +30,7 @@ def status(job: Path | None) -> str | None:
         return None
 
 
+@pytest.mark.slow
 def test_rerunning_an_interrupted_sweep_skips_finished_jobs_and_resumes_the_others(small_corpus, tmp_path):
     sweep = tmp_path / "sweep"
     command = [

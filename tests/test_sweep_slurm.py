@@ -80,6 +80,7 @@ def submitit_task_pids(folder) -> list[int]:
 
 
 @pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="finds the job's process through /proc")
+@pytest.mark.slow
 def test_a_preempted_job_is_requeued_and_resumes_from_last_ckpt(small_corpus, tmp_path):
     """The signal SLURM sends before preempting or timing out a job (USR2): submitit requeues the job, and the
     rerun continues from checkpoints/last.ckpt. The local executor requeues the same way SLURM does."""
