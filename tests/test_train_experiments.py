@@ -235,3 +235,33 @@ def test_moonshot_splits_on_the_real_text():
     assert splits["test"]["chars"] == pytest.approx(0.1 * n, abs=2)  # the last 10%: held out
     assert splits["dev"]["chars"] == pytest.approx(0.1 * 0.9 * n, abs=2)  # the last 10% of the rest
     assert splits["train"]["chars"] + splits["dev"]["chars"] + splits["test"]["chars"] == n
+
+
+def test_peps_tuned_is_the_searchs_best_trial_at_the_full_budget_on_all_the_training_text():
+    """tinygpt-register's recipe from the PEPs search (docs/results/peps_search/): the best trial of the committed
+    study, every searched value as the trial had it, at 1,000 steps, without the dev slice, its scoring steps and
+    seeds registered before training."""
+    optuna = pytest.importorskip("optuna")
+    storage = f"sqlite:///{REPO / 'docs' / 'results' / 'peps_search' / 'study.db'}"
+    best = optuna.load_study(study_name="peps_search", storage=storage).best_trial
+    assert (best.number, round(best.value, 4)) == (26, 1.7937)
+    tuned = compose_train(["experiment=peps_tuned"])
+    trial = compose_train(
+        [
+            "experiment=blog",
+            "data/tokenizer=bpe",
+            *(f"{k}={v}" for k, v in best.params.items()),
+            "trainer.max_steps=400",
+        ]
+    )
+    for key in ("model", "optim", "lr", "seed"):
+        assert tuned[key] == trial[key], key
+    assert {k: v for k, v in tuned.data.items() if k != "dev"} == {k: v for k, v in trial.data.items() if k != "dev"}
+    assert (tuned.data.dev, trial.data.dev, tuned.trainer.max_steps) == ("none", "tail", 1000)
+    assert tuned.trainer.precision == trial.trainer.precision
+    assert OmegaConf.to_container(tuned.score_once) == {
+        "steps": [250, 500, 750, 1000],
+        "seeds": [1, 2, 3],
+        "recipe": "peps_tuned",
+    }
+    assert all(s % tuned.checkpoint.keep_every_n_steps == 0 for s in tuned.score_once.steps)  # each step is kept
