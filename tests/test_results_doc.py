@@ -232,3 +232,40 @@ def test_003s_first_round_is_quoted_as_003_prints_it():
         values = [v.strip() for v in cells[2].split("/")]
         printed = " / ".join(f"{step}: {v}" for step, v in zip((250, 500, 750, 1000), values, strict=True))
         assert f"{runs_of[cells[0]]}: {printed}" in text, cells[0]
+
+
+def test_the_peps_search_table_is_its_trials_csv():
+    """docs/results/peps_search/README.md's table of the 30 trials against the trials.csv that tinygpt-report wrote
+    from the study: each trial's state, score (and the step a pruned one stopped at) and searched values."""
+    readme = (RESULTS / "peps_search" / "README.md").read_text().splitlines()
+    start = readme.index(
+        "| trial | d, layers, context, V | lr, warmup, weight decay, schedule, dropout | dev bits per byte, step 400 |"
+    )
+    shown = {}
+    for line in readme[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        trial, shape, recipe, score = (cell.strip() for cell in line.strip("|").split("|"))
+        shown[int(trial)] = (shape, recipe, score.replace("*", ""))
+    trials = runs(RESULTS / "peps_search" / "trials.csv")
+    assert sorted(shown) == [int(t["trial"]) for t in trials] == list(range(30))
+    for t in trials:
+        shape, recipe, score = shown[int(t["trial"])]
+        assert shape == (
+            f"{t['model.d_model']}, {t['model.n_layers']}, {t['model.context_length']}, "
+            f"{int(t['data.tokenizer.vocab_size']):,}"
+        ), t["trial"]
+        lr, warmup, decay, schedule, dropout = (part.strip() for part in recipe.split(","))
+        assert float(lr) == pytest.approx(float(t["lr"]), rel=0.05), t["trial"]
+        assert float(decay) == pytest.approx(float(t["optim.weight_decay"]), abs=5e-4), t["trial"]
+        assert (warmup, schedule, float(dropout)) == (
+            t["optim.warmup_steps"],
+            t["optim.schedule"],
+            float(t["model.dropout"]),
+        ), t["trial"]
+        if t["state"] == "complete":
+            assert score == f"{float(t['value']):.4f}", t["trial"]
+        elif t["state"] == "pruned":
+            assert score == f"pruned at step {t['step']} ({float(t['value']):.4f})", t["trial"]
+        else:
+            assert (t["state"], score) == ("fail", "failed, not run"), t["trial"]

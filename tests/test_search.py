@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -29,6 +30,7 @@ from tinygpt.cli import report as report_cli
 from tinygpt.launch.search import run_search
 from tinygpt.launch.search_config import SearchRefused
 from tinygpt.launch.study import parse_space, remember_space
+from tinygpt.report.jobs import load_sweep
 from tinygpt.train.config_error import ConfigError
 from tinygpt.train.run import train
 from tinygpt.train.score_once import pre_registration
@@ -203,6 +205,21 @@ def test_the_report_of_a_search_has_its_trials_best_trial_importances_and_plots(
     assert rows[0].split(",")[:4] == ["trial", "state", "lr", "model.n_layers"]
     assert len(rows) == 1 + N_TRIALS
     assert (sweep / "search_history.png").stat().st_size > 0 and (sweep / "search_slice.png").stat().st_size > 0
+
+
+def test_two_trials_with_the_same_values_are_two_runs_in_the_report(search, tmp_path):
+    """A sampler may draw the same values twice: each trial is a run of its own (the report lost trial 0 of the PEPs
+    search, whose values trial 2 drew again, behind the unfinished trial 2)."""
+    sweep = tmp_path / "sweep"
+    shutil.copytree(search["sweep"], sweep, ignore=shutil.ignore_patterns("*.ckpt", "tb"))
+    again = sweep / f"trial_{N_TRIALS:04d}"
+    shutil.copytree(sweep / "trial_0000" / ".hydra", again / ".hydra")  # trial 0's values, no run record
+    overrides = again / ".hydra" / "overrides.yaml"
+    overrides.write_text(overrides.read_text().replace("trial=0\n", f"trial={N_TRIALS}\n"))
+    jobs = {job.path.name: job for job in load_sweep(sweep)}
+    assert sorted(jobs) == [f"trial_{n:04d}" for n in range(N_TRIALS + 1)]
+    assert jobs["trial_0000"].record["status"] == "finished" and jobs[again.name].record is None
+    assert f"trial={N_TRIALS}" in jobs[again.name].overrides
 
 
 def test_the_winner_registers_as_an_experiment_that_trains_to_its_score(search, tmp_path):

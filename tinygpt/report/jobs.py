@@ -19,7 +19,7 @@ from hydra.core.override_parser.types import Override
 from omegaconf import OmegaConf
 
 from tinygpt.common.run_folder import read_record as read_run_record
-from tinygpt.launch.search_config import in_search, override_key
+from tinygpt.launch.search_config import TRIAL_KEY, in_search, override_key
 
 SEED_KEY = "seed"
 
@@ -96,8 +96,10 @@ def sweep_command(sweep_dir: Path) -> tuple[list[tuple[str, ...]], set[str]]:
         return [], set()
     hydra = OmegaConf.load(path).hydra
     excluded = set(OmegaConf.select(hydra, "job.config.override_dirname.exclude_keys") or [])
-    if in_search(hydra):  # a search's jobs are what its study sampled: its trial folders, not a product of values
-        return [], excluded
+    if in_search(hydra):
+        # a search's jobs are what its study sampled: its trial folders, not a product of values; and a trial is
+        # known by its number, since a sampler may draw the same values twice (two runs, not one)
+        return [], excluded - {TRIAL_KEY}
     arguments = [f"{key}={value}" for key, value in (OmegaConf.select(hydra, "sweeper.params") or {}).items()]
     arguments += list(hydra.overrides.task)
     return expand_sweep(OverridesParser.create().parse_overrides(arguments)), excluded
