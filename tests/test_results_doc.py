@@ -269,3 +269,86 @@ def test_the_peps_search_table_is_its_trials_csv():
             assert score == f"pruned at step {t['step']} ({float(t['value']):.4f})", t["trial"]
         else:
             assert (t["state"], score) == ("fail", "failed, not run"), t["trial"]
+
+
+def held_out_at(run: Path, step: int) -> dict:
+    """A run's first held-out scoring at ``step`` in its evaluations.jsonl (the score, once)."""
+    for line in (run / "evaluations.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        if row.get("split") == "test" and int(row["step"]) == step:
+            return row
+    raise AssertionError(f"{run.name}: no held-out scoring at step {step}")
+
+
+def by_document(bits_per_byte: float, per_document: dict) -> list[float]:
+    return [round(bits_per_byte, 3), round(per_document["pep-0599.rst"], 3), round(per_document["pep-0802.rst"], 3)]
+
+
+def test_the_tuned_recipes_held_out_table_is_its_scorings():
+    """results.md's table of the searched recipe's three seeds beside the earlier recipe and the baselines: each
+    seed's row is its step-1,000 scoring in evaluations.jsonl, the means are those rows', the earlier recipe's are
+    its own seeds', and each baseline's is baselines_test.json's."""
+    tuned = RESULTS / "peps_search" / "tuned" / "runs"
+    earlier = RESULTS / "blog_1000" / "final_fp32" / "runs"
+    baselines = json.loads((RESULTS / "blog_1000" / "final" / "baselines" / "baselines_test.json").read_text())
+
+    def scores(folder: Path, name: str, seeds: tuple[int, ...]) -> list[list[float]]:
+        rows = [held_out_at(folder / f"experiment={name},seed={seed}", 1000) for seed in seeds]
+        return [
+            [r["bits_per_byte"], r["per_document_bpb"]["pep-0599.rst"], r["per_document_bpb"]["pep-0802.rst"]]
+            for r in rows
+        ]
+
+    ours = scores(tuned, "peps_tuned", (1, 2, 3))
+    theirs = scores(earlier, "blog_1000_final_fp32", (0, 1, 2))
+    expected = {
+        f"peps_tuned, seed {seed}": [round(v, 3) for v in row] for seed, row in zip((1, 2, 3), ours, strict=True)
+    }
+    expected["peps_tuned, mean of 3 seeds"] = [round(statistics.fmean(c), 3) for c in zip(*ours, strict=True)]
+    expected["earlier recipe (blog_1000_final_fp32), mean of 3 seeds"] = [
+        round(statistics.fmean(c), 3) for c in zip(*theirs, strict=True)
+    ]
+    names = {
+        "lzma": "lzma",
+        "Kneser-Ney, 6 characters": "kneser-ney-6",
+        "LSTM (003's)": "lstm",
+        "bz2": "bz2",
+        "zlib": "zlib",
+    }
+    for label, key in names.items():
+        entry = baselines["baselines"][key]
+        expected[label] = by_document(entry["bits_per_byte"], entry["per_document_bpb"])
+    found = table("| held-out bits per byte at step 1,000 | both documents | pep-0599.rst | pep-0802.rst |")
+    assert [cells[0].replace("*", "") for cells in found] == list(expected)
+    for cells in found:
+        assert [number(c) for c in cells[1:4]] == expected[cells[0].replace("*", "")], cells[0]
+
+
+def test_the_tuned_recipes_intervals_are_its_scorings():
+    """The prose's intervals, recomputed from the scorings: the searched recipe against the earlier one (Welch's,
+    in all and per document, by tinygpt's own report statistics) and its seeds' t interval beside lzma's score."""
+    from scipy import stats
+
+    from tinygpt.report.stats import welch_interval
+
+    text = DOC.read_text()
+
+    def scores(folder: Path, name: str, seeds: tuple[int, ...], document: str | None) -> list[float]:
+        rows = [held_out_at(folder / f"experiment={name},seed={seed}", 1000) for seed in seeds]
+        return [r["bits_per_byte"] if document is None else r["per_document_bpb"][document] for r in rows]
+
+    def signed(value: float) -> str:
+        return f"{value:.3f}".replace("-", "−")
+
+    for document, says in (
+        (None, "{mean} bits per byte, Welch's 95% interval [{low}, {high}]"),
+        ("pep-0599.rst", "pep-0599.rst {mean} [{low}, {high}]"),
+        ("pep-0802.rst", "pep-0802.rst {mean} [{low}, {high}]"),
+    ):
+        ours = scores(RESULTS / "peps_search" / "tuned" / "runs", "peps_tuned", (1, 2, 3), document)
+        theirs = scores(RESULTS / "blog_1000" / "final_fp32" / "runs", "blog_1000_final_fp32", (0, 1, 2), document)
+        gap = welch_interval(ours, theirs)
+        assert says.format(mean=signed(gap.mean), low=signed(gap.low), high=signed(gap.high)) in text, document
+    ours = scores(RESULTS / "peps_search" / "tuned" / "runs", "peps_tuned", (1, 2, 3), None)
+    interval = stats.ttest_1samp(ours, 0.0).confidence_interval(0.95)
+    assert f"seeds' 95% t interval is [{interval.low:.3f}, {interval.high:.3f}]" in text
