@@ -8,6 +8,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 import torch
 from conftest import TINY_RUN, compose_train
 
@@ -28,9 +29,14 @@ def test_an_old_run_resumes_to_the_score_of_a_run_trained_today(small_corpus, tm
     fresh = train(cfg, tmp_path / "fresh")
     assert resumed["status"] == "finished" and resumed["step"] == fresh["step"] == 8
     assert [p["from_step"] for p in resumed["provenance"]] == [0, 4]  # trained on from the old last.ckpt
-    assert [(p["step"], p["dev_bits_per_byte"]) for p in resumed["curve"]] == [
-        (p["step"], p["dev_bits_per_byte"]) for p in fresh["curve"]
-    ]
+    # to rounding, not to the bit: the old run was trained on another CPU (AVX2), whose fp32 kernels sum in another
+    # order than this machine's may, so its step-4 weights and score differ in the ninth digit there (seen: 4.4966243139
+    # against 4.4966243080 on AVX-512). A resume that loses any state (optimizer moments, step, RNG, data position)
+    # moves the score by far more; bit-exact resume on one machine is tests/test_train_run.py's.
+    assert [p["step"] for p in resumed["curve"]] == [p["step"] for p in fresh["curve"]] == [4, 8]
+    assert [p["dev_bits_per_byte"] for p in resumed["curve"]] == pytest.approx(
+        [p["dev_bits_per_byte"] for p in fresh["curve"]], rel=1e-6, abs=0
+    )
 
 
 def test_old_checkpoints_load_into_the_same_model():
