@@ -11,6 +11,9 @@ import statistics
 from pathlib import Path
 
 import pytest
+from scipy import stats
+
+from tinygpt.report.stats import welch_interval
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "results.md"
@@ -284,30 +287,28 @@ def by_document(bits_per_byte: float, per_document: dict) -> list[float]:
     return [round(bits_per_byte, 3), round(per_document["pep-0599.rst"], 3), round(per_document["pep-0802.rst"], 3)]
 
 
+TUNED = (RESULTS / "peps_search" / "tuned" / "runs", "peps_tuned", (1, 2, 3))  # the searched recipe's seeds
+EARLIER = (RESULTS / "blog_1000" / "final_fp32" / "runs", "blog_1000_final_fp32", (0, 1, 2))  # the hand-chosen one's
+
+
+def scores_at_1000(seeds_of: tuple[Path, str, tuple[int, ...]], document: str | None = None) -> list[float]:
+    """Each seed's score, once, at step 1,000: in all, or on one held-out document."""
+    folder, name, seeds = seeds_of
+    rows = [held_out_at(folder / f"experiment={name},seed={seed}", 1000) for seed in seeds]
+    return [r["bits_per_byte"] if document is None else r["per_document_bpb"][document] for r in rows]
+
+
 def test_the_tuned_recipes_held_out_table_is_its_scorings():
     """results.md's table of the searched recipe's three seeds beside the earlier recipe and the baselines: each
     seed's row is its step-1,000 scoring in evaluations.jsonl, the means are those rows', the earlier recipe's are
     its own seeds', and each baseline's is baselines_test.json's."""
-    tuned = RESULTS / "peps_search" / "tuned" / "runs"
-    earlier = RESULTS / "blog_1000" / "final_fp32" / "runs"
     baselines = json.loads((RESULTS / "blog_1000" / "final" / "baselines" / "baselines_test.json").read_text())
-
-    def scores(folder: Path, name: str, seeds: tuple[int, ...]) -> list[list[float]]:
-        rows = [held_out_at(folder / f"experiment={name},seed={seed}", 1000) for seed in seeds]
-        return [
-            [r["bits_per_byte"], r["per_document_bpb"]["pep-0599.rst"], r["per_document_bpb"]["pep-0802.rst"]]
-            for r in rows
-        ]
-
-    ours = scores(tuned, "peps_tuned", (1, 2, 3))
-    theirs = scores(earlier, "blog_1000_final_fp32", (0, 1, 2))
-    expected = {
-        f"peps_tuned, seed {seed}": [round(v, 3) for v in row] for seed, row in zip((1, 2, 3), ours, strict=True)
-    }
-    expected["peps_tuned, mean of 3 seeds"] = [round(statistics.fmean(c), 3) for c in zip(*ours, strict=True)]
-    expected["earlier recipe (blog_1000_final_fp32), mean of 3 seeds"] = [
-        round(statistics.fmean(c), 3) for c in zip(*theirs, strict=True)
-    ]
+    documents = (None, "pep-0599.rst", "pep-0802.rst")
+    ours = [scores_at_1000(TUNED, document) for document in documents]  # a list per column, a seed per entry
+    theirs = [scores_at_1000(EARLIER, document) for document in documents]
+    expected = {f"peps_tuned, seed {seed}": [round(c[i], 3) for c in ours] for i, seed in enumerate(TUNED[2])}
+    expected["peps_tuned, mean of 3 seeds"] = [round(statistics.fmean(c), 3) for c in ours]
+    expected["earlier recipe (blog_1000_final_fp32), mean of 3 seeds"] = [round(statistics.fmean(c), 3) for c in theirs]
     names = {
         "lzma": "lzma",
         "Kneser-Ney, 6 characters": "kneser-ney-6",
@@ -327,15 +328,7 @@ def test_the_tuned_recipes_held_out_table_is_its_scorings():
 def test_the_tuned_recipes_intervals_are_its_scorings():
     """The prose's intervals, recomputed from the scorings: the searched recipe against the earlier one (Welch's,
     in all and per document, by tinygpt's own report statistics) and its seeds' t interval beside lzma's score."""
-    from scipy import stats
-
-    from tinygpt.report.stats import welch_interval
-
     text = DOC.read_text()
-
-    def scores(folder: Path, name: str, seeds: tuple[int, ...], document: str | None) -> list[float]:
-        rows = [held_out_at(folder / f"experiment={name},seed={seed}", 1000) for seed in seeds]
-        return [r["bits_per_byte"] if document is None else r["per_document_bpb"][document] for r in rows]
 
     def signed(value: float) -> str:
         return f"{value:.3f}".replace("-", "−")
@@ -345,10 +338,7 @@ def test_the_tuned_recipes_intervals_are_its_scorings():
         ("pep-0599.rst", "pep-0599.rst {mean} [{low}, {high}]"),
         ("pep-0802.rst", "pep-0802.rst {mean} [{low}, {high}]"),
     ):
-        ours = scores(RESULTS / "peps_search" / "tuned" / "runs", "peps_tuned", (1, 2, 3), document)
-        theirs = scores(RESULTS / "blog_1000" / "final_fp32" / "runs", "blog_1000_final_fp32", (0, 1, 2), document)
-        gap = welch_interval(ours, theirs)
+        gap = welch_interval(scores_at_1000(TUNED, document), scores_at_1000(EARLIER, document))
         assert says.format(mean=signed(gap.mean), low=signed(gap.low), high=signed(gap.high)) in text, document
-    ours = scores(RESULTS / "peps_search" / "tuned" / "runs", "peps_tuned", (1, 2, 3), None)
-    interval = stats.ttest_1samp(ours, 0.0).confidence_interval(0.95)
+    interval = stats.ttest_1samp(scores_at_1000(TUNED), 0.0).confidence_interval(0.95)
     assert f"seeds' 95% t interval is [{interval.low:.3f}, {interval.high:.3f}]" in text
