@@ -155,6 +155,14 @@ def test_a_resumed_run_cannot_change_drop_or_add_its_pre_registration(tiny_cfg, 
         train(tiny_cfg(TEST, "score_once.steps=[8]", "trainer.max_steps=8"), plain)
 
 
+def test_a_bad_pre_registration_is_refused_before_the_folder_is_locked(tiny_cfg, tmp_path):
+    """Steps or a seed that cannot be registered end train() before it makes or locks the run's folder."""
+    for overrides in (["score_once.steps=[9]"], ["score_once.steps=[8]", "score_once.seeds=[1,2]"]):
+        with pytest.raises(ConfigError, match=r"^(score_once\.steps=\[9\] is not allowed|seed=0 is not one of)"):
+            train(tiny_cfg(TEST, *overrides), tmp_path / "run")
+        assert not (tmp_path / "run").exists()
+
+
 def test_pre_registered_steps_must_have_a_checkpoint_to_score(tiny_cfg):
     from omegaconf import OmegaConf
 

@@ -347,7 +347,30 @@ def test_continuing_a_cosine_run_with_another_max_steps_is_refused(tiny_cfg, tmp
     assert (tmp_path / "run.json").read_bytes() == before
 
 
-def test_the_command_line_reports_a_bad_value_in_one_line(small_corpus, tmp_path):
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            ["trainer.val_check_interval=0"],
+            "trainer.val_check_interval=0 is not allowed: must be a positive integer (validate every N optimizer "
+            "steps)",
+        ),
+        (
+            ["score_once.steps=[9]", "trainer.max_steps=8"],
+            "score_once.steps=[9] is not allowed: each must be an integer in [1, trainer.max_steps=8]",
+        ),
+        (
+            ["score_once.steps=[8]", "score_once.seeds=[1,2]", "trainer.max_steps=8"],
+            "seed=0 is not one of the recipe's pre-registered score_once.seeds=[1, 2]",
+        ),
+    ],
+)
+def test_the_command_line_reports_a_bad_value_in_one_line_and_makes_no_folder(
+    small_corpus, tmp_path, overrides, message
+):
+    """Checked before Hydra makes the run's folder (tinygpt/train/preflight.py's callback): no folder, no
+    .hydra/, no train.log, no run.lock is left behind a refused setting or pre-registration."""
+    where = tmp_path / "run"
     done = subprocess.run(
         [
             sys.executable,
@@ -355,8 +378,8 @@ def test_the_command_line_reports_a_bad_value_in_one_line(small_corpus, tmp_path
             "experiment=smoke",
             "data=textfile",
             f"data.path={small_corpus}",
-            "trainer.val_check_interval=0",
-            f"hydra.run.dir={tmp_path}",
+            *overrides,
+            f"hydra.run.dir={where}",
         ],
         cwd=REPO,
         capture_output=True,
@@ -364,8 +387,6 @@ def test_the_command_line_reports_a_bad_value_in_one_line(small_corpus, tmp_path
         timeout=300,
     )
     assert done.returncode == 2
-    assert done.stderr.strip().splitlines()[-1] == (
-        "[tinygpt] error: trainer.val_check_interval=0 is not allowed: "
-        "must be a positive integer (validate every N optimizer steps)"
-    )
-    assert not (tmp_path / "run.json").exists() and not (tmp_path / "checkpoints").exists()
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith(f"[tinygpt] error: {message}")
+    assert not where.exists()

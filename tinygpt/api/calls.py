@@ -17,6 +17,8 @@ from tinygpt.model.generate import generate as generate_ids
 from tinygpt.train import run as training
 from tinygpt.train.checkpoints import load_model
 from tinygpt.train.module import GPTModule
+from tinygpt.train.preflight import check_run_config
+from tinygpt.train.schema import parse_run_config
 
 
 def compose(overrides: Sequence[str] = (), config_dir: str | Path | None = None) -> DictConfig:
@@ -31,8 +33,7 @@ def compose(overrides: Sequence[str] = (), config_dir: str | Path | None = None)
             raise FileNotFoundError(f"config_dir={config_dir}: no such folder")
         search_path.append(folder)
     cfg = compose_run_config(overrides, search_path=search_path)
-    training.import_custom(cfg)  # a name of the user's own is registered before it is checked
-    training.parse_run_config(cfg)
+    check_run_config(cfg)  # a name of the user's own registered first; every value and the pre-registration checked
     return cfg
 
 
@@ -45,7 +46,7 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict:
 def build(cfg: DictConfig) -> tuple[GPTModule, training.TextDataModule]:
     """The ``LightningModule`` and ``LightningDataModule`` that ``train`` would train, set up for fitting, for a
     ``lightning.Trainer`` of one's own (``trainer.fit(module, datamodule=datamodule)``)."""
-    run = training.parse_run_config(cfg)
+    run = parse_run_config(cfg)
     datamodule = training.build_datamodule(run)
     return training.build_module(run, datamodule), datamodule
 

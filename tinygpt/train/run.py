@@ -16,7 +16,6 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from tinygpt.common.imports import import_modules
 from tinygpt.common.run_folder import (
     DEV_BITS_PER_BYTE,
     KEPT_CHECKPOINT,
@@ -40,10 +39,11 @@ from tinygpt.train.diagnostics import CollapseDiagnostics
 from tinygpt.train.last_checkpoint import LastCheckpoint, TrainingInterrupted
 from tinygpt.train.logs import OptimizerStepAxis, resume_kwargs
 from tinygpt.train.module import GPTModule
+from tinygpt.train.preflight import check_run_config
 from tinygpt.train.record import RunRecord
 from tinygpt.train.runlock import RunFolderBusy, lock_run
 from tinygpt.train.sampling import TextSampler
-from tinygpt.train.schema import ConfigError, RunConfig, parse_run_config
+from tinygpt.train.schema import ConfigError, RunConfig
 from tinygpt.train.score_once import check_pre_registration, pre_registration
 from tinygpt.train.speed import SpeedMonitor
 
@@ -168,17 +168,8 @@ def in_multirun() -> bool:
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
-def import_custom(cfg: DictConfig) -> None:
-    """The user's modules (``custom_imports``), before anything checks a name against a registry."""
-    try:
-        import_modules(cfg.get("custom_imports"))
-    except ImportError as err:
-        raise ConfigError(str(err)) from None
-
-
 def train(cfg: DictConfig, run_dir: str | Path) -> dict:
-    import_custom(cfg)  # parts of the user's own register themselves (tinygpt/common/imports.py)
-    run = parse_run_config(cfg)  # the typed tree the run reads, every value checked before anything is written
+    run = check_run_config(cfg)  # the typed tree the run reads, every value checked before anything is written
     if run.trial is not None and not (HydraConfig.initialized() and in_search(HydraConfig.get())):
         raise ConfigError(f"{TRIAL_KEY}={run.trial}: set by a search's sweeper (-m hparams_search=...), not by hand")
     cfg = apply_placement(cfg)  # sweep jobs: the GPU leased to this job; no multi-device jobs (tinygpt/launch)

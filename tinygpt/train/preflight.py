@@ -1,0 +1,57 @@
+"""Before a run writes anything: every setting parsed and the score-once pre-registration checked.
+
+A bad value must end the command in one line with nothing written (no folder, no lock, no log). ``train()``
+checks here first, before it locks the run's folder, so a Python caller is refused with its folder untouched.
+But on the command line Hydra makes the job's folder, its ``.hydra/`` and its ``train.log`` before the task
+function runs; so the same check also runs as a Hydra callback (``hydra.callbacks.config_preflight``), in
+``on_run_start``, before Hydra's job begins, as the data root's check does (tinygpt/data/preflight.py).
+
+Single runs only: a multirun's base config is not any job's (``seed=1,2,3`` is swept in later: the base's seed
+need not be a registered one), so each sweep job is checked by ``train()`` when it starts, and a refusal is the
+sweep's report of that job.
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from tinygpt.common.imports import import_modules
+from tinygpt.data.errors import DataError
+from tinygpt.train.schema import ConfigError, RunConfig, parse_run_config
+from tinygpt.train.score_once import pre_registration
+
+
+def import_custom(cfg: DictConfig) -> None:
+    """The user's modules (``custom_imports``), before anything checks a name against a registry."""
+    try:
+        import_modules(cfg.get("custom_imports"))
+    except ImportError as err:
+        raise ConfigError(str(err)) from None
+
+
+def check_run_config(cfg: DictConfig) -> RunConfig:
+    """The run's typed tree, every value checked, and its pre-registration's steps and seed checked: raises
+    ConfigError (or DataError) naming the field. Reads no folder: what a resumed run registered before is checked
+    against it under the run's lock (tinygpt/train/run.py)."""
+    import_custom(cfg)  # parts of the user's own register themselves (tinygpt/common/imports.py)
+    run = parse_run_config(cfg)
+    if "hydra" in cfg:  # the callback's config holds Hydra's own node, which resolves only inside a job
+        cfg = copy.copy(cfg)
+        with open_dict(cfg):
+            del cfg["hydra"]
+    pre_registration(OmegaConf.to_container(cfg, resolve=True))
+    return run
+
+
+class ConfigPreflight(Callback):
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        try:
+            check_run_config(config)
+        except (ConfigError, DataError) as err:
+            print(f"[tinygpt] error: {err}", file=sys.stderr, flush=True)
+            sys.exit(2)
