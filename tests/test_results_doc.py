@@ -342,3 +342,15 @@ def test_the_tuned_recipes_intervals_are_its_scorings():
         assert says.format(mean=signed(gap.mean), low=signed(gap.low), high=signed(gap.high)) in text, document
     interval = stats.ttest_1samp(scores_at_1000(TUNED), 0.0).confidence_interval(0.95)
     assert f"seeds' 95% t interval is [{interval.low:.3f}, {interval.high:.3f}]" in text
+
+
+def test_the_peps_search_importances_are_its_study():
+    """report.md's importances block is what tinygpt-report computes from the committed study.db today (the named,
+    seeded fANOVA), so a report written by an older evaluator cannot stand."""
+    import optuna
+
+    from tinygpt.report.study import importance_lines
+
+    storage = f"sqlite:///{RESULTS / 'peps_search' / 'study.db'}"
+    study = optuna.load_study(study_name=optuna.get_all_study_names(storage)[0], storage=storage)
+    assert "\n".join(importance_lines(study)) in (RESULTS / "peps_search" / "report.md").read_text()

@@ -200,7 +200,18 @@ def test_the_report_of_a_search_has_its_trials_best_trial_importances_and_plots(
     best = study_of(sweep).best_trial
     assert "## Search: study `tiny_search`" in text
     assert f"**Best: trial {best.number}** (`trial_{best.number:04d}`), {best.value:.4f}" in text
-    assert "Parameter importances" in text
+    # fANOVA with its forest seeded, named as such (Optuna's default evaluator is PED-ANOVA), over the finished trials
+    finished = [t for t in study_of(sweep).trials if t.state == TrialState.COMPLETE]
+    assert (
+        f"Parameter importances (fANOVA, Optuna's `FanovaImportanceEvaluator(seed=0)`, over the {len(finished)} "
+        in text
+    )
+    fanova = optuna.importance.get_param_importances(
+        study_of(sweep), evaluator=optuna.importance.FanovaImportanceEvaluator(seed=0)
+    )
+    assert len(finished) >= 2 and fanova
+    for name, weight in fanova.items():
+        assert f"- `{name}`: {weight:.3f}" in text, name
     rows = (sweep / "trials.csv").read_text().splitlines()
     assert rows[0].split(",")[:4] == ["trial", "state", "lr", "model.n_layers"]
     assert len(rows) == 1 + N_TRIALS

@@ -26,6 +26,7 @@ from tinygpt.launch.search import override_value, trial_dir  # noqa: E402
 from tinygpt.launch.study import load_finished_study  # noqa: E402
 
 HISTORY, SLICE, TRIALS = "search_history.png", "search_slice.png", "trials.csv"
+IMPORTANCE_SEED = 0  # fANOVA's random forest
 
 
 def shown(value) -> str:
@@ -57,16 +58,35 @@ def trial_row(trial: optuna.trial.FrozenTrial, sweep_dir: Path) -> dict:
 
 
 def importances(study: optuna.Study) -> tuple[dict[str, float], str | None]:
-    """fANOVA importances over the finished trials, or why there are none."""
+    """fANOVA importances over the finished trials, or why there are none. The evaluator is named: Optuna's default
+    is PED-ANOVA since 4.x (which the report once printed as fANOVA), and fANOVA's random forest is seeded
+    (``IMPORTANCE_SEED``), so the same study always gives the same importances."""
     finished = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     if len(finished) < 2:
         return {}, f"{len(finished)} finished trial(s): importances need at least 2"
+    evaluator = optuna.importance.FanovaImportanceEvaluator(seed=IMPORTANCE_SEED)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return optuna.importance.get_param_importances(study), None
+            ranked = optuna.importance.get_param_importances(study, evaluator=evaluator)
+            return {name: float(weight) for name, weight in ranked.items()}, None
     except (RuntimeError, ValueError) as err:  # e.g. every finished trial has the same values
         return {}, str(err).splitlines()[0]
+
+
+def importance_lines(study: optuna.Study) -> list[str]:
+    """The report's importances: what was computed, over how many trials, then one line a parameter."""
+    ranked, why_not = importances(study)
+    trials = study.get_trials(deepcopy=False)
+    finished = sum(t.state == TrialState.COMPLETE for t in trials)
+    lines = [
+        f"Parameter importances (fANOVA, Optuna's `FanovaImportanceEvaluator(seed={IMPORTANCE_SEED})`, over the "
+        f"{finished} finished trial(s) of {len(trials)}: pruned and failed trials are not seen; they sum to 1):",
+        "",
+    ]
+    if ranked:
+        return lines + [f"- `{name}`: {weight:.3f}" for name, weight in ranked.items()]
+    return lines + [f"- none: {why_not}"]
 
 
 def save_plot(plot, path: Path) -> Path:
@@ -129,12 +149,7 @@ def write_study_section(sweep_dir: str | Path, out_dir: str | Path | None = None
         f"`pruned`: stopped at `Step` by the pruner; its value is its dev score there. [{TRIALS}]({TRIALS})",
         "",
     ]
-    ranked, why_not = importances(study)
-    lines += ["Parameter importances (fANOVA over the finished trials; they sum to 1):", ""]
-    if ranked:
-        lines += [f"- `{name}`: {weight:.3f}" for name, weight in ranked.items()]
-    else:
-        lines.append(f"- none: {why_not}")
+    lines += importance_lines(study)
     files = [out_dir / TRIALS]
     if any(t.state == TrialState.COMPLETE for t in trials):
         files.append(
