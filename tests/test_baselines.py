@@ -182,3 +182,27 @@ def test_the_whole_split_is_scored_with_its_first_character_given():
         got = score_compressor(name, train, text, [text])
         assert (got["bits"], got["bytes"]) == (given, len(h) - 1)
         assert got["per_document"] == [{"bits": whole, "bytes": len(h)}]
+
+
+def test_one_rule_says_which_runs_share_their_baselines_text(tmp_path):
+    """The baselines' cache and the report's --baselines ask the same question, by one rule (text_settings): a model
+    setting (tokenizer, batch size) or the data root changes no character of a split; the split settings do."""
+    from tinygpt.baselines.run import cached_baselines, same_text
+    from tinygpt.report.beside_baselines import sweep_data
+    from tinygpt.report.jobs import Job
+
+    base = {"name": "peps", "corpus": "dir", "path": "peps", "glob": "pep-*.rst", "dev": "none"}
+    alike = base | {"root": "/elsewhere", "batch_size": 8, "tokenizer": {"name": "bpe", "vocab_size": 2048}}
+    other = base | {"fraction": 0.5}
+    assert same_text(base, alike) and not same_text(base, other)
+
+    def jobs(*datas):
+        return [Job((), tmp_path / f"job{i}", {"config": {"data": d}}) for i, d in enumerate(datas)]
+
+    assert sweep_data(jobs(base, alike)) == base
+    with pytest.raises(ValueError, match=r"the runs differ in data.fraction \(1.0 in job0, 0.5 in job1\)"):
+        sweep_data(jobs(base, other))
+    # a cached record of other text is refused, not read back as these runs' baselines
+    (tmp_path / "baselines_test.json").write_text(json.dumps({"data": other, "kn_order": 6}))
+    with pytest.raises(ValueError, match="holds the baselines of other data"):
+        cached_baselines(base, "test", tmp_path)

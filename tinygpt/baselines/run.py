@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import time
 from contextlib import ExitStack
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,7 @@ from tinygpt.common.run_folder import (
     read_record,
 )
 from tinygpt.common.typed import typed
-from tinygpt.data.config import DataConfig
+from tinygpt.data.config import DataConfig, text_settings
 from tinygpt.data.encoded import encode_segments
 from tinygpt.data.errors import DataError
 from tinygpt.metrics.costs import carried_state_bits
@@ -197,14 +196,12 @@ def run_baselines(
 
 
 def same_text(a: Any, b: Any) -> bool:
-    """Whether two data configs give the baselines the same texts: where the corpus is read from, how the GPT
-    batches it and its tokenizer do not count (the baselines read characters of a split cut at character
-    positions, data.split_unit=chars, which plan_for requires)."""
-    first, second = (
-        replace(typed(DataConfig, d, "data", DataError), root=None, batch_size=1, eval_batch_size=1, tokenizer=None)
-        for d in (a, b)
+    """Whether two data configs give the baselines the same texts (tinygpt/data/config.py's ``text_settings``: the
+    baselines read characters of a split cut at character positions, data.split_unit=chars, which plan_for
+    requires)."""
+    return text_settings(typed(DataConfig, a, "data", DataError)) == text_settings(
+        typed(DataConfig, b, "data", DataError)
     )
-    return first == second
 
 
 def cached_baselines(data: Any, split: str, out_dir: str | Path, kn_order: int = 6, echo=print) -> dict:

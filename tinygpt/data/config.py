@@ -12,7 +12,7 @@ surfacing later as a confusing shape error.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from omegaconf import MISSING, OmegaConf
@@ -176,3 +176,14 @@ def _check_unit_interval(field_name: str, value: float, *, allow_zero: bool) -> 
 def _check_int(field_name: str, value: int, *, minimum: int) -> None:
     if value < minimum:
         raise DataError(f"{field_name}={value!r}: must be an integer >= {minimum}")
+
+
+# where the files are read from, and how a model batches and tokenizes the text: not what the text is
+NOT_TEXT = ("root", "batch_size", "eval_batch_size", "tokenizer")
+
+
+def text_settings(config: DataConfig) -> dict[str, Any]:
+    """The settings (``data.<field>``) that decide the characters of each split: two configs that agree on them give
+    a character-level baseline (compressors, Kneser-Ney: tinygpt/baselines) the same texts, whatever the model's
+    tokenizer, batch size or data root. The one rule for "the same text" (the baselines' cache, the report)."""
+    return {f"data.{f.name}": getattr(config, f.name) for f in fields(config) if f.name not in NOT_TEXT}

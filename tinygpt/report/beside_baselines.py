@@ -12,12 +12,10 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 
+from tinygpt.common.typed import typed
+from tinygpt.data.config import DataConfig, text_settings
 from tinygpt.report.jobs import FINISHED, Job
-from tinygpt.train.score_once import flatten
 
-# how the GPT batches and tokenizes its text, or where the files are: not what the baselines are given (they read
-# the characters of splits cut at character positions)
-NOT_TEXT = ("data.root", "data.batch_size", "data.eval_batch_size", "data.tokenizer.name", "data.tokenizer.vocab_size")
 NAMES = {
     "kneser-ney": "Kneser–Ney, {order} characters of context",
     "unigram": "unigram (add-one)",
@@ -33,9 +31,9 @@ def sweep_data(jobs: Sequence[Job]) -> dict:
     if not configs:
         raise ValueError("--baselines: no run of this sweep has a recorded data config (run.json's config.data)")
     first_job, first = configs[0]
-    flat_first = {k: v for k, v in flatten({"data": first}).items() if k not in NOT_TEXT}
+    flat_first = text_settings(typed(DataConfig, first, "data", ValueError))  # what the baselines are given
     for job, data in configs[1:]:
-        flat = {k: v for k, v in flatten({"data": data}).items() if k not in NOT_TEXT}
+        flat = text_settings(typed(DataConfig, data, "data", ValueError))
         for key in sorted(set(flat) | set(flat_first)):
             if flat.get(key) != flat_first.get(key):
                 raise ValueError(
