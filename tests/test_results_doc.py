@@ -354,3 +354,28 @@ def test_the_peps_search_importances_are_its_study():
     storage = f"sqlite:///{RESULTS / 'peps_search' / 'study.db'}"
     study = optuna.load_study(study_name=optuna.get_all_study_names(storage)[0], storage=storage)
     assert "\n".join(importance_lines(study)) in (RESULTS / "peps_search" / "report.md").read_text()
+
+
+def test_the_tuned_recipes_copy_analysis_is_its_analyses():
+    """The copied and other characters' costs quoted for both recipes are the ranges over their seeds'
+    analysis_test.md (stretches of 32+ characters)."""
+    import re
+
+    def ranges(seeds_of: tuple[Path, str, tuple[int, ...]]) -> tuple[str, str]:
+        folder, name, seeds = seeds_of
+        copied, rest = [], []
+        for seed in seeds:
+            text = (folder / f"experiment={name},seed={seed}" / "analysis_test.md").read_text()
+            found = re.search(
+                r"stretches of 32\+ characters: copied 37\.1% at ([\d.]+) bits.* rest 60\.2% at ([\d.]+)", text
+            )
+            copied.append(found.group(1))
+            rest.append(found.group(2))
+        return f"{min(copied)}–{max(copied)}", f"{min(rest)}–{max(rest)}"
+
+    (ours_copied, ours_rest), (theirs_copied, theirs_rest) = ranges(TUNED), ranges(EARLIER)
+    said = " ".join(DOC.read_text().split())
+    assert (
+        f"the recipe codes them at {ours_copied} bits a character (the earlier recipe {theirs_copied}) and the rest at "
+        f"{ours_rest} ({theirs_rest})" in said
+    )
