@@ -328,7 +328,7 @@ def test_the_tuned_recipes_held_out_table_is_its_scorings():
 def test_the_tuned_recipes_intervals_are_its_scorings():
     """The prose's intervals, recomputed from the scorings: the searched recipe against the earlier one (Welch's,
     in all and per document, by tinygpt's own report statistics) and its seeds' t interval beside lzma's score."""
-    text = DOC.read_text()
+    text = " ".join(DOC.read_text().split())  # as a reader sees it, whatever the line breaks
 
     def signed(value: float) -> str:
         return f"{value:.3f}".replace("-", "−")
