@@ -13,16 +13,15 @@ sweep's report of that job.
 
 from __future__ import annotations
 
-import copy
 import sys
 from typing import Any
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
 
 from tinygpt.common.imports import import_modules
 from tinygpt.data.errors import DataError
-from tinygpt.train.schema import ConfigError, RunConfig, parse_run_config
+from tinygpt.train.schema import ConfigError, RunConfig, parse_run_config, without_hydra
 from tinygpt.train.score_once import pre_registration
 
 
@@ -40,11 +39,7 @@ def check_run_config(cfg: DictConfig) -> RunConfig:
     against it under the run's lock (tinygpt/train/run.py)."""
     import_custom(cfg)  # parts of the user's own register themselves (tinygpt/common/imports.py)
     run = parse_run_config(cfg)
-    if "hydra" in cfg:  # the callback's config holds Hydra's own node, which resolves only inside a job
-        cfg = copy.copy(cfg)
-        with open_dict(cfg):
-            del cfg["hydra"]
-    pre_registration(OmegaConf.to_container(cfg, resolve=True))
+    pre_registration(OmegaConf.to_container(without_hydra(cfg), resolve=True))
     return run
 
 

@@ -27,7 +27,7 @@ from tinygpt.train.config_error import ConfigError, require
 from tinygpt.train.optim import OptimConfig
 from tinygpt.train.speedups import SpeedConfig
 
-__all__ = ["ConfigError", "RunConfig", "register_run_schemas", "parse_run_config", "require"]
+__all__ = ["ConfigError", "RunConfig", "register_run_schemas", "parse_run_config", "require", "without_hydra"]
 
 SEED_LIMIT = 2**32  # numpy's and Lightning's seeds are unsigned 32-bit
 
@@ -192,16 +192,24 @@ def check_steps(trainer: Any) -> None:
     )
 
 
+def without_hydra(cfg: DictConfig) -> DictConfig:
+    """The run's config without Hydra's own node (present when composed with return_hydra_config, and in a Hydra
+    callback's config), which is not the run's and resolves only inside a job; ``cfg`` itself is left as it is."""
+    if "hydra" not in cfg:
+        return cfg
+    cfg = copy.copy(cfg)
+    with open_dict(cfg):
+        del cfg["hydra"]
+    return cfg
+
+
 def parse_run_config(cfg: DictConfig) -> RunConfig:
     """The composed config as its typed tree, every value checked before anything is written: raises
     ConfigError (DataError, ValueError from a model config) naming the first bad field. Done once, where a
     program starts; the code below reads these objects. Interpolations are resolved here."""
     if OmegaConf.get_type(cfg) is not RunConfig:  # a config composed without run_schema (a Python caller's)
         raise ConfigError("the config is not a composed train config: compose conf/train.yaml (tinygpt.compose)")
-    if "hydra" in cfg:  # composed with return_hydra_config: Hydra's own node is not the run's
-        cfg = copy.copy(cfg)
-        with open_dict(cfg):
-            del cfg["hydra"]
+    cfg = without_hydra(cfg)
     top = list(RunConfig.__dataclass_fields__)
     unknown = sorted(set(cfg) - set(top))
     if unknown:  # a key force-added with +key=... (composition rejects the others)
