@@ -188,21 +188,13 @@ def test_003s_data_fraction_table_is_its_held_out_scorings():
     folder = RESULTS / "blog_1000" / "fraction_fp32" / "with_all"
     fractions = {"first quarter": "data.fraction=quarter,", "first half": "data.fraction=half,", "all": ""}
 
-    def scores(prefix: str, seed: int) -> dict[int, float]:
-        run = folder / f"{prefix}experiment=blog_1000_final_fp32,seed={seed}"
-        points: dict[int, float] = {}
-        for line in (run / "evaluations.jsonl").read_text().splitlines():
-            row = json.loads(line)
-            if row.get("split") == "test":
-                points.setdefault(int(row["step"]), round(float(row["bits_per_byte"]), 3))
-        return points
-
     found = table("| training text | BPE tokens | passes at 1,000 |")
     assert [cells[0] for cells in found] == list(fractions)
     for cells in found:
-        seeds = [scores(fractions[cells[0]], seed) for seed in (0, 1)]
+        runs_of = [folder / f"{fractions[cells[0]]}experiment=blog_1000_final_fp32,seed={seed}" for seed in (0, 1)]
         for cell, step in zip(cells[3:7], (250, 500, 750, 1000), strict=True):
-            assert numbers(cell) == [seeds[0][step], seeds[1][step]], (cells[0], step)
+            scored = [round(held_out_at(run, step)["bits_per_byte"], 3) for run in runs_of]
+            assert numbers(cell) == scored, (cells[0], step)
 
 
 SPEC = REPO.parent / "shared" / "spec"
