@@ -46,7 +46,7 @@ def test_blog_is_003s_setup():
     cfg = compose_train(["experiment=blog"])
     assert (cfg.data.name, cfg.data.corpus, cfg.data.tokenizer.name, cfg.data.dev) == ("peps", "dir", "char", "tail")
     assert cfg.data.test_k == 2
-    assert (cfg.trainer.max_steps, cfg.trainer.val_check_interval, cfg.data.batch_size) == (4000, 1000, 32)
+    assert (cfg.trainer.max_steps, cfg.trainer.val_check_interval, cfg.data.batch_size) == (4000, 250, 32)
     assert (cfg.model.context_length, cfg.model.d_model, cfg.model.n_layers, cfg.model.dropout) == (256, 192, 4, 0.2)
     assert cfg.optim.schedule == "constant" and cfg.optim.warmup_steps == 200
 
@@ -75,6 +75,24 @@ def test_blog_final_trains_on_everything_with_cosine_and_keeps_checkpoints():
     cfg = compose_train(["experiment=blog_final", "data/fraction=quarter"])
     assert (cfg.data.dev, cfg.optim.schedule, cfg.data.fraction) == ("none", "cosine", 0.25)
     assert cfg.checkpoint.keep_every_n_steps == 250 and cfg.name == "blog_final"
+
+
+def test_blog_final_registers_003s_score_before_training():
+    """003's score, once, at its full budget: registered in the experiment itself (docs/experiments/003_full_budget.md),
+    fp32 so seeds from different machines pair, every registered step a kept checkpoint."""
+    cfg = compose_train(["experiment=blog_final"])
+    assert OmegaConf.to_container(cfg.score_once) == {
+        "steps": [250, 1000, 2000, 3000, 4000],
+        "seeds": [0, 1, 2],
+        "recipe": "blog-4000-char-dropout0.2-cosine-fp32",
+    }
+    assert (cfg.trainer.precision, cfg.trainer.max_steps, cfg.model.dropout, cfg.data.tokenizer.name) == (
+        "32-true",
+        4000,
+        0.2,
+        "char",
+    )
+    assert all(s % cfg.checkpoint.keep_every_n_steps == 0 for s in cfg.score_once.steps)
 
 
 def test_smoke_is_tiny():
