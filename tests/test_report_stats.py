@@ -312,3 +312,62 @@ def test_curves_draw_each_variants_seed_mean_and_band_with_the_reference_dashed(
     assert min(rope_band) == pytest.approx(1.8) and max(rope_band) == pytest.approx(2.45)
     assert "band: min–max" in axes.get_title()
     assert [t.get_text() for t in axes.get_legend().get_texts()] == list(lines)
+
+
+# Every setting that decides which windows a seed draws, each with another value it can take: written out here, not
+# read from BATCH_FIELDS, so a field dropped from that tuple (its change then paired silently) fails its row.
+BATCH_CHANGES = [
+    ("data.name", "shakespeare"),
+    ("data.corpus", "file"),
+    ("data.path", "peps_copy"),
+    ("data.glob", "pep-0*.rst"),
+    ("data.tokenizer.name", "bpe"),
+    ("data.tokenizer.vocab_size", 4096),
+    ("data.fraction", 0.5),
+    ("data.split_unit", "tokens"),
+    ("data.split_seed", 1),
+    ("data.dev", "documents"),
+    ("data.dev_fraction", 0.2),
+    ("data.dev_k", 5),
+    ("data.test_fraction", 0.2),
+    ("data.test_k", 3),
+    ("data.test_documents", ["pep-0008.rst"]),
+    ("data.batch_size", 16),
+    ("model.context_length", 128),
+]
+
+
+def setting(field: str) -> str:
+    """The BATCH_FIELDS entry a leaf belongs to: the tokenizer is one setting, compared whole."""
+    return "data.tokenizer" if field.startswith("data.tokenizer.") else field
+
+
+@pytest.mark.parametrize(("field", "value"), BATCH_CHANGES, ids=[field for field, _ in BATCH_CHANGES])
+def test_pairing_is_refused_for_every_batch_setting_naming_it(field, value):
+    """Each batch setting changed on its own, in a run's real recorded config (experiment=blog's), refuses the
+    pairing and names the setting; the same config with a model switch changed still pairs."""
+    from conftest import compose_train
+    from omegaconf import OmegaConf
+
+    reference = OmegaConf.to_container(compose_train(["experiment=blog"]))
+    variant = json.loads(json.dumps(reference))
+    *parents, leaf = field.split(".")
+    node = variant
+    for name in parents:
+        node = node[name]
+    assert node[leaf] != value, field
+    node[leaf] = value
+    why = batch_difference([variant], [reference])
+    assert why is not None, field
+    assert why.startswith(setting(field) + ":"), why
+    switched = json.loads(json.dumps(reference))
+    switched["model"]["position"] = "learned"
+    assert batch_difference([switched], [reference]) is None
+
+
+def test_the_table_covers_every_batch_field():
+    """A field added to BATCH_FIELDS gets its row above."""
+    from tinygpt.report.stats import BATCH_FIELDS
+
+    covered = {setting(field) for field, _ in BATCH_CHANGES}
+    assert covered == set(BATCH_FIELDS)
