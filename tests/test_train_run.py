@@ -268,3 +268,46 @@ def test_clipping_by_value_is_honoured(tiny_cfg, tmp_path, monkeypatch):
     train(tiny_cfg("optim.grad_clip=1e-4", "+trainer.gradient_clip_algorithm=value"), tmp_path)
     assert len(seen) == 8 and all(value == 1e-4 and largest <= 1e-4 for value, largest in seen)
     assert len(scalar_events(tmp_path, "train/grad_norm")[0]) == 8
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.fixture
+def checkout(tmp_path, monkeypatch):
+    """A real git checkout standing in for the one tinygpt is imported from: one committed file, one ignored."""
+    repo = tmp_path / "checkout"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    git(repo, "config", "user.email", "t@example.com")
+    git(repo, "config", "user.name", "t")
+    (repo / "model.py").write_text("x = 1\n")
+    (repo / ".gitignore").write_text("outputs/\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "one")
+    (repo / "outputs").mkdir()
+    (repo / "outputs" / "run.log").write_text("ignored\n")
+    monkeypatch.setattr(provenance, "CHECKOUT", repo)
+    return repo
+
+
+def test_run_json_says_whether_the_checkout_was_dirty(checkout, tiny_cfg, tmp_path):
+    """dirty is false for a clean checkout (an ignored file does not count), true with an untracked file or a
+    modified tracked one, and the commit is the checkout's; a training run writes what it found into run.json."""
+    head = git(checkout, "rev-parse", "HEAD")
+    assert provenance.git_state() == (head, False)
+    assert (provenance.collect("cpu", "32-true")["commit"], provenance.collect("cpu", "32-true")["dirty"]) == (
+        head,
+        False,
+    )
+    (checkout / "scratch.py").write_text("y = 2\n")  # untracked
+    assert provenance.collect("cpu", "32-true")["dirty"] is True
+    (checkout / "scratch.py").unlink()
+    (checkout / "model.py").write_text("x = 2\n")  # tracked, modified
+    assert provenance.git_state() == (head, True)
+    record = train(tiny_cfg(), tmp_path / "run")
+    [session] = json.loads((tmp_path / "run" / "run.json").read_text())["provenance"]
+    assert (session["commit"], session["dirty"]) == (head, True) == (record["provenance"][0]["commit"], True)
+    git(checkout, "checkout", "--", "model.py")
+    assert provenance.git_state() == (head, False)

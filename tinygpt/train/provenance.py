@@ -23,6 +23,8 @@ PACKAGES = ("tinygpt", "torch", "lightning", "hydra-core", "omegaconf", "transfo
 # what tells two runs' code apart, and their hardware apart, for the report's warning
 CODE_FIELDS = ("tinygpt", "commit", "dirty")
 DEVICE_FIELDS = ("device",)
+# the checkout this package is imported from, when it is one (an editable install or a clone on sys.path)
+CHECKOUT = Path(__file__).resolve().parents[2]
 
 
 def package_versions() -> dict[str, str | None]:
@@ -36,8 +38,8 @@ def package_versions() -> dict[str, str | None]:
 
 
 def git_state(source: Path | None = None) -> tuple[str | None, bool | None]:
-    """(commit, dirty) of the checkout holding ``source`` (default: this package), or (None, None) outside one."""
-    root = source if source is not None else Path(__file__).resolve().parents[2]
+    """(commit, dirty) of the checkout holding ``source`` (default: this package's), or (None, None) outside one."""
+    root = source if source is not None else CHECKOUT
     if not (root / ".git").exists():
         return None, None
     try:
