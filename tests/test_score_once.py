@@ -155,6 +155,28 @@ def test_a_resumed_run_cannot_change_drop_or_add_its_pre_registration(tiny_cfg, 
         train(tiny_cfg(TEST, "score_once.steps=[8]", "trainer.max_steps=8"), plain)
 
 
+def test_a_resumed_run_cannot_change_drop_or_add_its_registered_seeds(tiny_cfg, tmp_path):
+    """The seeds to score are part of the registration: a resume that widens, narrows, drops or adds them is
+    refused in one line naming score_once.seeds, and run.json is left as it was."""
+    seed = tiny_cfg().seed
+    registered = tmp_path / "registered"
+    train(tiny_cfg(TEST, "score_once.steps=[8]", f"score_once.seeds=[{seed}]"), registered)
+    before = (registered / "run.json").read_text()
+    assert json.loads(before)["score_once"]["seeds"] == [seed]
+    for seeds in (f"[{seed},{seed + 1}]", "[]"):
+        with pytest.raises(ConfigError, match=re.escape("score_once.seeds=")) as refused:
+            train(tiny_cfg(TEST, "score_once.steps=[8]", f"score_once.seeds={seeds}"), registered)
+        assert "\n" not in str(refused.value) and "differs from the pre-registered" in str(refused.value)
+    assert (registered / "run.json").read_text() == before
+    assert train(tiny_cfg(TEST, "score_once.steps=[8]", f"score_once.seeds=[{seed}]"), registered)["score_once"][
+        "seeds"
+    ] == [seed]
+    plain = tmp_path / "plain"
+    train(tiny_cfg(TEST, "score_once.steps=[8]"), plain)
+    with pytest.raises(ConfigError, match=re.escape("score_once.seeds=")):
+        train(tiny_cfg(TEST, "score_once.steps=[8]", f"score_once.seeds=[{seed}]"), plain)
+
+
 def test_a_bad_pre_registration_is_refused_before_the_folder_is_locked(tiny_cfg, tmp_path):
     """Steps or a seed that cannot be registered end train() before it makes or locks the run's folder."""
     for overrides in (["score_once.steps=[9]"], ["score_once.steps=[8]", "score_once.seeds=[1,2]"]):
