@@ -249,6 +249,39 @@ def test_a_signal_saves_the_step_and_the_rerun_continues_the_logs_exactly(
     assert_same_history(whole, tmp_path / "stopped")
 
 
+@pytest.mark.parametrize(
+    ("hook", "at_step", "stopped_after"),
+    [("on_train_batch_end", 5, 5), ("validation_step", 4, 4)],
+    ids=["between-steps", "during-validation"],
+)
+def test_a_signal_outside_a_training_step_saves_the_step_it_arrived_after(
+    tiny_cfg, whole, tmp_path, monkeypatch, hook, at_step, stopped_after
+):
+    """SIGTERM after step 5's end and before step 6 starts (the module's on_train_batch_end runs after every
+    callback's, so last.ckpt's own end-of-step check has passed: step 5 is not a save step) is saved when the next
+    step would start; SIGTERM during step 4's validation is saved after it. Either way last.ckpt holds the step
+    the run says it stopped after, and the rerun continues from it to the uninterrupted run's history exactly."""
+    original, sent = getattr(GPTModule, hook), []
+
+    def signal_then_continue(self, *args, **kwargs):
+        if self.global_step == at_step and not self.trainer.sanity_checking and not sent:  # once: a second stops
+            sent.append(os.kill(os.getpid(), signal.SIGTERM))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(GPTModule, hook, signal_then_continue)
+    with pytest.raises(TrainingInterrupted, match=f"stopped after step {stopped_after};"):
+        train(tiny_cfg(*RESUMED), tmp_path / "stopped")
+    saved = torch.load(tmp_path / "stopped" / "checkpoints" / "last.ckpt", weights_only=True)
+    assert saved["global_step"] == stopped_after
+    record = json.loads((tmp_path / "stopped" / "run.json").read_text())
+    assert record["status"] == "interrupted"
+    monkeypatch.setattr(GPTModule, hook, original)
+
+    record = train(tiny_cfg(*RESUMED), tmp_path / "stopped")
+    assert record["status"] == "finished" and record["resumed_from_step"] == stopped_after
+    assert_same_history(whole, tmp_path / "stopped")
+
+
 def assert_same_history(whole: Path, resumed: Path) -> None:
     for tag in ("train/loss", "train/lr", "dev/bpb", "dev/loss"):
         expected, got = tb_scalars(whole, tag), tb_scalars(resumed, tag)
