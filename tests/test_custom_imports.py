@@ -14,8 +14,8 @@ import textwrap
 import pytest
 from conftest import PYTHON, REPO, TINY_RUN
 
+from tinygpt.common.errors import ConfigError
 from tinygpt.train.checkpoints import CheckpointError, load_model
-from tinygpt.train.config_error import ConfigError
 from tinygpt.train.run import train
 
 MY_PARTS = '''

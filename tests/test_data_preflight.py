@@ -34,7 +34,7 @@ def test_a_missing_corpus_is_one_line_and_leaves_nothing_behind(tmp_path, mode):
     assert done.returncode == 2
     [line] = done.stderr.strip().splitlines()
     cache = tmp_path / "cache" / "tinygpt"
-    assert line.startswith("[tinygpt] error: data=timemachine: 1 file(s) missing in tinygpt's download cache")
+    assert line.startswith("[tinygpt] error: the timemachine corpus: 1 file(s) missing in tinygpt's download cache")
     assert f"{cache} (no data.root given, $TINYGPT_DATA not set)" in line
     assert "downloading http://d2l-data.s3-accelerate.amazonaws.com/timemachine.txt failed" in line
     assert f"-> {cache / 'timemachine' / 'timemachine.txt'}" in line

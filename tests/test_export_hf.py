@@ -332,7 +332,7 @@ def test_scripts_export_refuse_and_import_then_generate(trained, tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert "as Qwen3ForCausalLM" in done.stdout
     refused = run("scripts/export.py", f"ckpt='{ckpt}'", f"out={tmp_path / 'no'}", "family=gpt2")
-    assert refused.returncode == 1 and not (tmp_path / "no").exists()
+    assert refused.returncode == 2 and not (tmp_path / "no").exists()
     assert refused.stderr.strip().splitlines() == [refused.stderr.strip()]  # one line
     assert "model.position='rope'" in refused.stderr
     record = json.loads((run_dir / "run.json").read_text())

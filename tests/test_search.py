@@ -27,11 +27,11 @@ from optuna.trial import TrialState
 
 from tinygpt.cli import register as register_cli
 from tinygpt.cli import report as report_cli
+from tinygpt.common.errors import ConfigError
 from tinygpt.launch.search import run_search
 from tinygpt.launch.search_config import SearchRefused
 from tinygpt.launch.study import parse_space, remember_space
 from tinygpt.report.jobs import load_sweep
-from tinygpt.train.config_error import ConfigError
 from tinygpt.train.run import train
 from tinygpt.train.score_once import pre_registration
 

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinygpt.common.errors import ConfigError
+
 
 def _cover(starts: list[int], span: int, n: int) -> np.ndarray:
     """Boolean mask of the characters inside [s, s + span) for every s in starts."""
@@ -37,7 +39,7 @@ def _cover(starts: list[int], span: int, n: int) -> np.ndarray:
 
 def copied_mask(text: str, train: str, span: int) -> np.ndarray:
     if span < 1:
-        raise ValueError(f"span={span} must be at least 1")
+        raise ConfigError(f"span={span} must be at least 1")
     grams = {train[i : i + span] for i in range(len(train) - span + 1)}
     starts = [i for i in range(len(text) - span + 1) if text[i : i + span] in grams]
     return _cover(starts, span, len(text))
@@ -50,7 +52,7 @@ def _chars_per_token(token_chars: np.ndarray | None, n: int) -> np.ndarray:
         return np.ones(n, dtype=np.int64)
     chars = np.asarray(token_chars, dtype=np.int64)
     if int(chars.sum()) != n:
-        raise ValueError(f"token_chars sums to {int(chars.sum())} characters, the text has {n}")
+        raise ConfigError(f"token_chars sums to {int(chars.sum())} characters, the text has {n}")
     return chars
 
 
@@ -67,7 +69,7 @@ def repeated_mask(text: str, span: int, T: int, token_chars: np.ndarray | None =
     """T: the model's context in tokens; token_chars: the characters that start in each token (None: one token
     per character)."""
     if span < 1:
-        raise ValueError(f"span={span} must be at least 1")
+        raise ConfigError(f"span={span} must be at least 1")
     window = window_starts(len(text), T, token_chars)
     first_seen: dict[str, int] = {}
     starts = []
@@ -89,7 +91,7 @@ def repeats_table(
     bits = np.asarray(bits, dtype=np.float64)
     chars = _chars_per_token(token_chars, len(text))
     if len(chars) != len(bits):
-        raise ValueError(f"{len(bits)} token costs for {len(chars)} tokens")
+        raise ConfigError(f"{len(bits)} token costs for {len(chars)} tokens")
     # units: a token with characters of its own, with the tokens after it that only continue its last character
     unit_of_token = np.cumsum(chars > 0) - 1
     unit_chars = chars[chars > 0]

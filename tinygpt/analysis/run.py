@@ -20,6 +20,7 @@ from tinygpt.analysis.memorization import longest_match
 from tinygpt.analysis.repeats import copied_mask, repeats_table
 from tinygpt.baselines.run import char_arrays, record_path
 from tinygpt.baselines.texts import load_split_text, plan_for
+from tinygpt.common.errors import PathError
 from tinygpt.common.files import write_json_atomic
 from tinygpt.common.run_folder import (
     BITS_PER_BYTE,
@@ -54,13 +55,13 @@ def analyze(
     run_dir = Path(run_dir)
     record = read_record(run_dir)
     if record is None:
-        raise FileNotFoundError(
+        raise PathError(
             f"{run_record_path(run_dir)} not found: analyze needs the run's record to rebuild its data splits"
         )
     data = record["config"]["data"]
     checkpoints = checkpoint_files(run_dir)
     if not checkpoints:
-        raise FileNotFoundError(f"no checkpoints under {checkpoints_dir(run_dir)}")
+        raise PathError(f"no checkpoints under {checkpoints_dir(run_dir)}")
     baselines_file = record_path(baselines or Path("outputs/baselines") / data["name"], split)
     base = _read_baselines(baselines_file, data)  # checked before anything is scored
     text = load_split_text(data, split)

@@ -9,6 +9,7 @@ import torch
 from omegaconf import DictConfig
 
 from tinygpt.cli.config import compose_run_config
+from tinygpt.common.errors import ConfigError, PathError
 from tinygpt.data.encoded import encode_segments
 from tinygpt.data.tokenizers import Tokenizer
 from tinygpt.data.windows import SlidingWindowDataset
@@ -30,7 +31,7 @@ def compose(overrides: Sequence[str] = (), config_dir: str | Path | None = None)
     if config_dir is not None:
         folder = Path(config_dir).expanduser().resolve()
         if not folder.is_dir():
-            raise FileNotFoundError(f"config_dir={config_dir}: no such folder")
+            raise PathError(f"config_dir={config_dir}: no such folder")
         search_path.append(folder)
     cfg = compose_run_config(overrides, search_path=search_path)
     check_run_config(cfg)  # a name of the user's own registered first; every value and the pre-registration checked
@@ -91,7 +92,7 @@ def score_text(model: torch.nn.Module, tokenizer: Tokenizer, text: str, batch_si
     character, the loss and the counts."""
     encoded = encode_segments(tokenizer, [("text", text)])
     if len(encoded.ids) < 2:
-        raise ValueError(f"score_text: the text has {len(encoded.ids)} token(s); at least 2 are needed to score one")
+        raise ConfigError(f"score_text: the text has {len(encoded.ids)} token(s); at least 2 are needed to score one")
     context = min(model.config.context_length, len(encoded.ids) - 1)  # a short text: one window of it all
     windows = SlidingWindowDataset(encoded.ids, encoded.token_bytes, encoded.token_chars, context, encoded.token_doc)
     loader = torch.utils.data.DataLoader(windows, batch_size=batch_size)

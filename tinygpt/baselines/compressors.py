@@ -21,6 +21,8 @@ import zlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from tinygpt.common.errors import ConfigError
+
 COMPRESSORS: dict[str, Callable[[bytes], bytes]] = {
     "bz2": lambda data: bz2.compress(data, 9),
     "lzma": lambda data: lzma.compress(data, preset=9),
@@ -32,7 +34,7 @@ def compressed_bits(name: str, train: bytes, text: bytes, given: bytes = b"", tr
     """8·(|C(train + given + text)| − |C(train + given)|): the bits to code `text` after `train + given`.
     train_size: |C(train)| when already known and `given` is empty (it is the same for every document)."""
     if name not in COMPRESSORS:
-        raise ValueError(f"compressor {name!r} is not known; choose one of {', '.join(COMPRESSORS)}")
+        raise ConfigError(f"compressor {name!r} is not known; choose one of {', '.join(COMPRESSORS)}")
     compress = COMPRESSORS[name]
     base = train_size if (train_size is not None and not given) else len(compress(train + given))
     return 8 * (len(compress(train + given + text)) - base)

@@ -27,13 +27,15 @@ from collections import Counter
 
 import numpy as np
 
+from tinygpt.common.errors import ConfigError
+
 
 class KneserNey:
     def __init__(self, train: str, order: int = 6):
         if isinstance(order, bool) or not isinstance(order, int) or order < 0:
-            raise ValueError(f"kn_order={order!r} is not allowed: must be an integer >= 0 (characters of context)")
+            raise ConfigError(f"kn_order={order!r} is not allowed: must be an integer >= 0 (characters of context)")
         if not train:
-            raise ValueError("KneserNey: the training text is empty")
+            raise ConfigError("KneserNey: the training text is empty")
         self.order = order
         self.vocabulary = sorted(set(train))
         self._known = set(self.vocabulary)

@@ -22,6 +22,7 @@ from tinygpt.baselines.compressors import COMPRESSORS, score_compressor
 from tinygpt.baselines.kneser_ney import KneserNey
 from tinygpt.baselines.texts import SplitText, load_split_text, plan_for
 from tinygpt.baselines.unigram import Unigram
+from tinygpt.common.errors import ConfigError, PathError
 from tinygpt.common.files import write_json_atomic
 from tinygpt.common.run_folder import (
     BITS_PER_BYTE,
@@ -93,7 +94,7 @@ def run_baselines(
 ) -> dict:
     check_request(split, force, reason)
     if (force or reason) and not lstm_run:
-        raise ValueError("force= and reason= apply to the LSTM line only (lstm_run=): the compressors have no ledger")
+        raise ConfigError("force= and reason= apply to the LSTM line only (lstm_run=): the compressors have no ledger")
     text = load_split_text(data, split)
     lstm = _lstm_checkpoint(lstm_run, data) if lstm_run else None  # checked before anything is scored
     with ExitStack() as stack:
@@ -213,7 +214,7 @@ def cached_baselines(data: Any, split: str, out_dir: str | Path, kn_order: int =
     if path.exists():
         record = json.loads(path.read_text())
         if not same_text(record["data"], data) or record.get("kn_order") != kn_order:
-            raise ValueError(
+            raise ConfigError(
                 f"{path} holds the baselines of other data (data.name={record['data'].get('name')!r}, kn_order="
                 f"{record.get('kn_order')}) than these runs'; move it away to compute them for these runs"
             )
@@ -226,9 +227,9 @@ def _lstm_checkpoint(run_dir: str, data: Any) -> Path:
     run_dir = Path(run_dir)
     record = read_record(run_dir)
     if record is None:
-        raise FileNotFoundError(f"lstm_run={run_dir}: no run.json there; give the folder of a model=lstm run")
+        raise PathError(f"lstm_run={run_dir}: no run.json there; give the folder of a model=lstm run")
     if record["config"]["model"].get("family") != "lstm":
-        raise ValueError(
+        raise ConfigError(
             f"lstm_run={run_dir} is a {record['config']['model'].get('family', 'gpt')} run, not model=lstm"
         )
     _, ours = plan_for(data)
@@ -241,7 +242,7 @@ def _lstm_checkpoint(run_dir: str, data: Any) -> Path:
         )
     checkpoints = checkpoint_files(run_dir)
     if not checkpoints:
-        raise FileNotFoundError(f"lstm_run={run_dir}: no checkpoints under {checkpoints_dir(run_dir)}")
+        raise PathError(f"lstm_run={run_dir}: no checkpoints under {checkpoints_dir(run_dir)}")
     return checkpoints[-1]
 
 
@@ -253,7 +254,7 @@ def _score_lstm(path: Path, text: SplitText, device: str) -> dict:
     t0 = time.perf_counter()
     model, tokenizer, checkpoint = load_model(path)
     if getattr(model.config, "family", "gpt") != "lstm":
-        raise ValueError(f"{path} is not an LSTM checkpoint")
+        raise ConfigError(f"{path} is not an LSTM checkpoint")
     segments = [(name, text.document_text(i)) for i, name in enumerate(text.documents)]
     encoded = encode_segments(tokenizer, segments)
     bits = carried_state_bits(model.to(device), encoded.ids, chunk=128, device=device)

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from tinygpt.common.errors import ConfigError
 from tinygpt.common.typed import typed
 from tinygpt.data.config import DataConfig
 from tinygpt.data.corpus import open_corpus
@@ -81,7 +82,7 @@ def plan_for(data: Any) -> tuple[DataConfig, SplitPlan]:
 def load_split_text(data: Any, split: str = "dev") -> SplitText:
     """The training text and the scored split of a `data` config. split=test reads the held-out text."""
     if split not in SPLITS:
-        raise ValueError(f"split={split!r} is not allowed; choose dev or test")
+        raise ConfigError(f"split={split!r} is not allowed; choose dev or test")
     _, plan = plan_for(data)
     pieces = plan.dev if split == "dev" else plan.test
     if not pieces:

@@ -13,13 +13,15 @@ from collections import Counter
 
 import numpy as np
 
+from tinygpt.common.errors import ConfigError
+
 
 class Unigram:
     name = "unigram"
 
     def __init__(self, train: str):
         if not train:
-            raise ValueError("Unigram: the training text is empty")
+            raise ConfigError("Unigram: the training text is empty")
         self.counts = Counter(train)
         self.vocab_size = len(self.counts) + 1  # + the unseen symbol
         self.total = len(train) + self.vocab_size  # add-one over the vocabulary

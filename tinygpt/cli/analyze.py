@@ -22,14 +22,16 @@ from omegaconf import DictConfig
 from tinygpt.analysis.run import analyze
 from tinygpt.cli import CONF
 from tinygpt.cli.config import register_configs
-from tinygpt.cli.refusals import refused_in_one_line
+from tinygpt.cli.entry import entry, one_line, run_folder, task
 
 register_configs()  # the typed schemas (tinygpt/cli/config.py), before Hydra composes
 
 
+@entry(("run_dir", "baselines"), bare=run_folder)
 @hydra.main(config_path=CONF, config_name="tools/analyze", version_base="1.3")
+@task
 def main(cfg: DictConfig) -> None:
-    with refused_in_one_line():
+    with one_line("refused"):
         analyze(
             cfg.run_dir,
             split=cfg.split,

@@ -17,14 +17,16 @@ from omegaconf import DictConfig
 from tinygpt.baselines.run import run_baselines
 from tinygpt.cli import CONF
 from tinygpt.cli.config import register_configs
-from tinygpt.cli.refusals import refused_in_one_line
+from tinygpt.cli.entry import entry, one_line, task
 
 register_configs()  # the typed schemas (tinygpt/cli/config.py), before Hydra composes
 
 
+@entry(("lstm_run", "out_dir", "data.path", "data.root"))
 @hydra.main(config_path=CONF, config_name="tools/baselines", version_base="1.3")
+@task
 def main(cfg: DictConfig) -> None:
-    with refused_in_one_line():
+    with one_line("refused"):
         run_baselines(
             cfg.data,
             split=cfg.split,

@@ -26,6 +26,7 @@ from hydra import compose, initialize_config_dir
 
 from tinygpt.cli import CONF
 from tinygpt.cli.config import register_configs
+from tinygpt.cli.entry import entry
 from tinygpt.common.typed import typed
 from tinygpt.model import GPT, GPTConfig, generate
 
@@ -63,6 +64,7 @@ def timed_generate(model: GPT, prompt: torch.Tensor, n: int, use_cache: bool) ->
     return tokens, time.perf_counter() - start
 
 
+@entry()
 def main(argv: list[str] | None = None) -> int:
     register_configs()  # the typed schemas (tinygpt/cli/config.py), before Hydra composes
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

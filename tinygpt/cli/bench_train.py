@@ -42,6 +42,7 @@ import lightning as L
 import torch
 
 from tinygpt.cli.config import compose_run_config
+from tinygpt.cli.entry import entry
 from tinygpt.model.families import flops_per_token
 from tinygpt.train import device_settings
 from tinygpt.train.module import GPTModule
@@ -149,6 +150,7 @@ def lightning_loop(module: GPTModule, datamodule, steps: int, precision: str, de
     return timer.start, timer.ends
 
 
+@entry()
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shapes", default=",".join(SHAPES), help=f"comma list of {', '.join(SHAPES)}")

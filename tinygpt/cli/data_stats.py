@@ -25,6 +25,7 @@ from omegaconf import DictConfig
 
 from tinygpt.cli import CONF
 from tinygpt.cli.config import register_configs
+from tinygpt.cli.entry import entry, task
 from tinygpt.data import CharTokenizer, TextDataModule
 from tinygpt.data.documents import read_piece
 from tinygpt.metrics import unigram_entropy_bits
@@ -160,7 +161,9 @@ def write_into_doc(block: str, doc: Path) -> None:
     doc.write_text(pattern.sub(lambda _: f"{BEGIN}\n{block}{END}", text), encoding="utf-8")
 
 
+@entry(("doc",))
 @hydra.main(config_path=CONF, config_name="tools/data_stats", version_base="1.3")
+@task
 def main(cfg: DictConfig) -> None:
     corpora = check_choices("corpora", cfg.corpora, CORPORA)
     tokenizers = check_choices("tokenizers", cfg.tokenizers, TOKENIZERS)

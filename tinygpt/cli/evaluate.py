@@ -25,8 +25,9 @@ from omegaconf import DictConfig
 
 from tinygpt.cli import CONF
 from tinygpt.cli.config import register_configs
-from tinygpt.cli.refusals import refused_in_one_line
+from tinygpt.cli.entry import entry, one_line, run_folder_or_checkpoint, task
 from tinygpt.cli.report import experiment_defaults
+from tinygpt.common.errors import ConfigError
 from tinygpt.report.report import write_report
 from tinygpt.report.score_sweep import plan_sweep, score_planned
 from tinygpt.train.evaluate import evaluate
@@ -35,11 +36,13 @@ register_configs()  # the typed schemas (tinygpt/cli/config.py), before Hydra co
 
 
 # conf/ is the search path (not conf/tools/), so that sweep_dir= can compose conf/train.yaml for its report
+@entry(("run_dir", "ckpt", "sweep_dir"), bare=run_folder_or_checkpoint)
 @hydra.main(config_path=CONF, config_name="tools/evaluate", version_base="1.3")
+@task
 def main(cfg: DictConfig) -> None:
     if cfg.sweep_dir:
         sys.exit(evaluate_sweep(cfg))
-    with refused_in_one_line():
+    with one_line("refused"):
         rows = evaluate(
             cfg.run_dir, ckpt=cfg.ckpt, split=cfg.split, device=cfg.device, force=cfg.force, reason=cfg.reason
         )
@@ -53,14 +56,14 @@ def main(cfg: DictConfig) -> None:
 
 
 def evaluate_sweep(cfg: DictConfig) -> int:
-    with refused_in_one_line():
+    with one_line("refused"):
         if cfg.split != "test":
-            raise ValueError(
+            raise ConfigError(
                 f"sweep_dir= with split={cfg.split}: a sweep is scored on the held-out split (split=test); its dev "
                 "scores are in each run's record already (scripts/report.py)"
             )
         if cfg.run_dir or cfg.ckpt or cfg.force or cfg.reason:
-            raise ValueError(
+            raise ConfigError(
                 "sweep_dir= scores each job once at its pre-registered step: give it without run_dir=, ckpt=, force= "
                 "or reason= (a forced second look is one run's: evaluate run_dir=... force=true reason=...)"
             )
@@ -73,7 +76,7 @@ def evaluate_sweep(cfg: DictConfig) -> int:
         print(f"[tinygpt] already scored, skipped (score once): {job.name}: {when}")
     for job, why in plan.refused:
         print(f"[tinygpt] refused: {job.name}: {why}")
-    with refused_in_one_line():
+    with one_line("refused"):
         score_planned(plan, device=cfg.device)
     report = write_report(cfg.sweep_dir, held_out=True, defaults=experiment_defaults)
     print(f"[tinygpt] the held-out table and its comparisons: {report.markdown}")

@@ -8,29 +8,25 @@ tinygpt_tokenizer.json) and a README.md model card from the run's run.json. A mo
 expresses exactly is refused, with the switch in the way, before anything is written (tinygpt/export/).
 """
 
-import sys
-
 import hydra
 from omegaconf import DictConfig
 
 from tinygpt.cli import CONF
 from tinygpt.cli.config import register_configs
+from tinygpt.cli.entry import checkpoint_file, entry, task
 from tinygpt.export.export import export_checkpoint
-from tinygpt.export.families import ExportError
-from tinygpt.train.checkpoints import CheckpointError
 
 register_configs()  # the typed schemas (tinygpt/cli/config.py), before Hydra composes
 
 
+@entry(("ckpt", "out"), bare=checkpoint_file)
 @hydra.main(config_path=CONF, config_name="tools/export", version_base="1.3")
+@task
 def main(cfg: DictConfig) -> None:
     from transformers.utils import logging as transformers_logging
 
     transformers_logging.disable_progress_bar()  # its per-shard bars; our one-line summary says what was done
-    try:
-        done = export_checkpoint(cfg.ckpt, cfg.out, family=cfg.family, overwrite=cfg.overwrite)
-    except (ExportError, CheckpointError) as err:
-        sys.exit(f"error: {err}")
+    done = export_checkpoint(cfg.ckpt, cfg.out, family=cfg.family, overwrite=cfg.overwrite)  # refusals: @task
     print(
         f"[tinygpt] exported {cfg.ckpt} as {done.family.hf_class} to {done.folder} (logits checked: max "
         f"difference {done.max_logit_difference:.2g})"

@@ -10,30 +10,27 @@ the same way (tinygpt/export/families.py); anything else is refused, naming the 
 downloaded. The data group chooses what evaluate.py scores the model on.
 """
 
-import sys
-
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from tinygpt.cli import CONF
 from tinygpt.cli.config import register_configs
+from tinygpt.cli.entry import entry, task
 from tinygpt.common.run_folder import record_path
-from tinygpt.export.families import ExportError
 from tinygpt.export.import_hf import import_folder
 
 register_configs()  # the typed schemas (tinygpt/cli/config.py), before Hydra composes
 
 
+@entry(("hf", "out", "data.path", "data.root"))
 @hydra.main(config_path=CONF, config_name="tools/import_hf", version_base="1.3")
+@task
 def main(cfg: DictConfig) -> None:
     from transformers.utils import logging as transformers_logging
 
     transformers_logging.disable_progress_bar()  # its per-shard bars; our one-line summary says what was done
     run_config = {"name": cfg.name, "seed": cfg.seed, "data": OmegaConf.to_container(cfg.data, resolve=True)}
-    try:
-        ckpt = import_folder(cfg.hf, cfg.out, run_config, overwrite=cfg.overwrite)
-    except ExportError as err:
-        sys.exit(f"error: {err}")
+    ckpt = import_folder(cfg.hf, cfg.out, run_config, overwrite=cfg.overwrite)  # a refusal: one line (@task)
     print(f"[tinygpt] imported {cfg.hf} to {ckpt} (run record: {record_path(ckpt.parent.parent)})")
 
 

@@ -9,13 +9,13 @@ The model is built on PyTorch's meta device (shapes without storage), so any siz
 
 from __future__ import annotations
 
-import sys
-
 import hydra
 from omegaconf import DictConfig
 
 from tinygpt.cli import CONF
 from tinygpt.cli.config import register_configs
+from tinygpt.cli.entry import entry, task
+from tinygpt.common.errors import ConfigError
 from tinygpt.common.typed import typed
 from tinygpt.model import GPTConfig, build_on_meta, kv_cache_bytes_per_token, parameter_breakdown
 from tinygpt.model.params import GROUPS, formula_count
@@ -44,16 +44,15 @@ def report(config: GPTConfig) -> str:
 register_configs()  # the typed schemas (tinygpt/cli/config.py), before Hydra composes
 
 
+@entry()
 @hydra.main(config_path=CONF, config_name="params", version_base=None)
+@task
 def main(cfg: DictConfig) -> None:
-    try:
-        config = typed(GPTConfig, cfg.model, "model")
-    except ValueError as err:
-        sys.exit(f"error: {err}")
+    config = typed(GPTConfig, cfg.model, "model", ConfigError)  # a bad value: one line (@task)
     if config.vocab_size == 0:
-        sys.exit(
-            "error: model.vocab_size is 0 (normally filled from the tokenizer); pass it, "
-            "e.g. python scripts/params.py model.vocab_size=148"
+        raise ConfigError(
+            "model.vocab_size is 0 (normally filled from the tokenizer); pass it, e.g. tinygpt-params "
+            "model.vocab_size=148"
         )
     print(report(config))
 

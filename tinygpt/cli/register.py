@@ -36,6 +36,8 @@ from omegaconf import OmegaConf
 
 from tinygpt.cli import CONF
 from tinygpt.cli.config import compose_run_config
+from tinygpt.cli.entry import entry, fail
+from tinygpt.common.errors import ConfigError
 from tinygpt.common.run_folder import read_record
 from tinygpt.launch.search import trial_dir
 from tinygpt.launch.search_config import override_key
@@ -49,7 +51,7 @@ SKIPPED_GROUPS = ("hydra/", "hparams_search", "experiment")
 EXECUTION = ("name", "seed", "trial", "score_once", "resume", "ckpt_path", "sweep", "progress", "data.root")
 
 
-class Refused(ValueError):
+class Refused(ConfigError):
     pass
 
 
@@ -231,6 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@entry()
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -246,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
             destination = sources[0]
         path = register(args.search_dir, settings, destination, package=args.package)
     except (Refused, FileNotFoundError) as refused:
-        sys.exit(f"[tinygpt] refused: {refused}")
+        raise fail(str(refused), "refused") from None
     print(path.read_text())
     print(f"[tinygpt] wrote {path}")
     return 0

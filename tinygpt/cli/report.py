@@ -22,6 +22,7 @@ from omegaconf import OmegaConf
 
 from tinygpt.baselines.run import cached_baselines
 from tinygpt.cli.config import compose_run_config
+from tinygpt.cli.entry import entry, fail
 from tinygpt.launch.search_config import study_path
 from tinygpt.report.beside_baselines import sweep_data
 from tinygpt.report.jobs import load_sweep
@@ -91,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@entry()
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     baselines = None
@@ -101,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
             splits = (["dev"] if data.get("dev") != "none" else []) + (["test"] if args.held_out else [])
             baselines = {split: cached_baselines(data, split, out) for split in splits}
         except ValueError as refused:  # DataError included: e.g. a sweep split at token positions
-            sys.exit(f"[tinygpt] refused: {refused}")
+            raise fail(str(refused), "refused") from None
     report = write_report(
         args.sweep_dir,
         style=args.style,

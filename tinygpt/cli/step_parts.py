@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 
 from tinygpt.cli import bench_train
+from tinygpt.cli.entry import entry
 from tinygpt.launch.precision import choose
 from tinygpt.model import families
 from tinygpt.train.optim import build_optimizer
@@ -95,6 +96,7 @@ def time_parts(overrides: list[str], steps: int, warmup: int, device: str) -> di
     }
 
 
+@entry()
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=20)

@@ -13,32 +13,22 @@ from omegaconf import DictConfig
 
 from tinygpt.cli import CONF
 from tinygpt.cli.config import register_configs
+from tinygpt.cli.entry import entry, task
 from tinygpt.common.run_folder import DEV_BITS_PER_BYTE
 from tinygpt.common.say import say
-from tinygpt.data.errors import DataError
 from tinygpt.launch.orphans import exit_if_orphaned
-from tinygpt.train.checkpoints import CheckpointError
 from tinygpt.train.last_checkpoint import TrainingInterrupted
-from tinygpt.train.run import in_multirun, train
-from tinygpt.train.runlock import RunFolderBusy
-from tinygpt.train.schema import ConfigError
-
-# a user's mistake, not a bug: one line, no traceback (a sweep leaves them to its launcher's report)
-USER_ERRORS = (ConfigError, CheckpointError, RunFolderBusy, DataError)
-
+from tinygpt.train.run import train
 
 register_configs()  # the typed schemas (tinygpt/cli/config.py), before Hydra composes
 
 
+@entry(("hydra.run.dir", "hydra.sweep.dir", "ckpt_path", "data.path", "data.root"))
 @hydra.main(config_path=CONF, config_name="train", version_base="1.3")
+@task
 def main(cfg: DictConfig) -> float | None:
     try:
-        record = train(cfg, HydraConfig.get().runtime.output_dir)
-    except USER_ERRORS as err:
-        if in_multirun():
-            raise
-        say(f"error: {err}", error=True)
-        sys.exit(2)
+        record = train(cfg, HydraConfig.get().runtime.output_dir)  # a user's mistake: one line (tinygpt/cli/entry.py)
     except TrainingInterrupted as stop:
         # A signal stops the whole command, a sweep too: Hydra's launchers record a job's exception and start
         # the next job, so an Exception would stop only the job that was running (a sweep killed with SIGTERM

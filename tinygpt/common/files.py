@@ -17,13 +17,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
+from tinygpt.common.errors import ConfigError
+
 
 @contextmanager
 def atomic_write(path: str | Path, mode: str = "w", *, newline: str | None = None) -> Iterator[IO[Any]]:
     """``with atomic_write(path) as file: file.write(...)``; mode "w" (text) or "wb" (bytes). The parent folder
     is created if missing; ``path`` changes only when the block completes without an exception."""
     if mode not in ("w", "wb"):
-        raise ValueError(f"mode={mode!r}: atomic_write writes whole files, mode 'w' or 'wb'")
+        raise ConfigError(f"mode={mode!r}: atomic_write writes whole files, mode 'w' or 'wb'")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")

@@ -19,6 +19,8 @@ import numpy as np
 import torch
 from torch.utils.data import IterableDataset
 
+from tinygpt.common.errors import ConfigError
+
 SAMPLER_VERSION = "counter-v1"  # bump if the (seed, step) -> batch function ever changes
 
 
@@ -26,7 +28,7 @@ def generator_for_step(seed: int, step: int) -> torch.Generator:
     """A torch.Generator seeded from (seed, step) through numpy's SeedSequence, which mixes the two into a
     well-spread 63-bit seed (seeding with seed + step would make run 0's step 1 equal run 1's step 0)."""
     if seed < 0 or step < 0:
-        raise ValueError(f"seed and step must be >= 0, got seed={seed}, step={step}")
+        raise ConfigError(f"seed and step must be >= 0, got seed={seed}, step={step}")
     state = np.random.SeedSequence([seed, step]).generate_state(1, dtype=np.uint64)[0]
     return torch.Generator().manual_seed(int(state) >> 1)
 
@@ -50,13 +52,13 @@ class RandomWindows:
         world_size: int = 1,
     ):
         if tokens.dim() != 1:
-            raise ValueError(f"tokens must be a 1-D tensor, got shape {tuple(tokens.shape)}")
+            raise ConfigError(f"tokens must be a 1-D tensor, got shape {tuple(tokens.shape)}")
         if len(tokens) < context_length + 1:
-            raise ValueError(
+            raise ConfigError(
                 f"{len(tokens)} tokens are fewer than one window of context_length + 1 = {context_length + 1}"
             )
         if not 0 <= rank < world_size:
-            raise ValueError(f"rank {rank} is not in [0, world_size={world_size})")
+            raise ConfigError(f"rank {rank} is not in [0, world_size={world_size})")
         self.tokens = tokens
         self.batch_size = batch_size
         self.context_length = context_length

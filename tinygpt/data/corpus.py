@@ -1,5 +1,10 @@
 """Find a corpus under the data root, fetch and checksum it if it is a named one, and list its documents.
 
+Where: a named corpus lives under the data root. Your own (``data=textfile`` / ``textdir``) is found where you
+mean it: an absolute ``data.path`` as given; a relative one under ``data.root`` when you gave one, else in the
+current folder when it exists there (the README's ``data.path=my.txt``), else under the data root
+($TINYGPT_DATA or the cache). The run's first lines and run.json say which.
+
 A file corpus is one document. A directory corpus is the files matching `data.glob`, each one document, always
 in sorted name order, so the concatenated text and every seeded choice of documents are the same on every
 machine whatever order the file system lists them in.
@@ -25,6 +30,7 @@ class Corpus:
     location: Path
     documents: tuple[Document, ...]
     checksummed: bool  # True for named corpora: every file matched its published sha256
+    found_in: str = "the data root"  # where a relative data.path was found: "the current folder" or the data root
 
     @property
     def chars(self) -> int:
@@ -35,9 +41,19 @@ class Corpus:
         return sum(d.bytes for d in self.documents)
 
 
+def corpus_location(config: DataConfig, root: DataRoot) -> tuple[Path, str]:
+    """(where the corpus is, where it was found): see the module's docstring."""
+    path = Path(config.path).expanduser()
+    if path.is_absolute():
+        return path, "data.path"
+    if config.name not in NAMED_CORPORA and config.root in (None, "") and path.exists():
+        return path.resolve(), "the current folder"
+    return root.resolve(path), f"the data root ({root.origin})"
+
+
 def open_corpus(config: DataConfig, root: DataRoot) -> Corpus:
     named = _named_corpus(config)
-    location = root.resolve(config.path)
+    location, found_in = corpus_location(config, root)
     at_registered_place = named is not None and location == root.resolve(named.path)
     if at_registered_place:
         # Fetch what is missing, and check the sha256 of every file of the corpus.
@@ -45,7 +61,7 @@ def open_corpus(config: DataConfig, root: DataRoot) -> Corpus:
     documents = _file_documents(location, config) if config.corpus == "file" else _dir_documents(location, config)
     if named is not None:
         _check_against_published(named, documents, hash_files=not at_registered_place)
-    corpus = Corpus(config.name, config.corpus, location, tuple(documents), checksummed=named is not None)
+    corpus = Corpus(config.name, config.corpus, location, tuple(documents), named is not None, found_in)
     if corpus.chars == 0:
         raise DataError(f"the corpus at {location} (data.path={config.path}) is empty: no text to train on")
     return corpus
@@ -74,13 +90,23 @@ def _file_documents(location: Path, config: DataConfig) -> list[Document]:
     if location.is_dir():
         raise DataError(f"{location} (data.path={config.path}) is a directory; use data=textdir (data.corpus=dir)")
     if not location.is_file():
-        raise DataError(f"corpus file {location} (data.path={config.path}) does not exist")
+        raise DataError(f"corpus file {location} (data.path={config.path}) does not exist{_also_looked(config)}")
     return [scan_document(location.name, location)]
+
+
+def _also_looked(config: DataConfig) -> str:
+    """Where else a relative path of one's own was looked for."""
+    if Path(config.path).expanduser().is_absolute() or config.name in NAMED_CORPORA or config.root:
+        return ""
+    return f", nor in the current folder ({Path.cwd()})"
 
 
 def _dir_documents(location: Path, config: DataConfig) -> list[Document]:
     if not location.is_dir():
-        raise DataError(f"corpus directory {location} (data.path={config.path}) does not exist or is not a directory")
+        raise DataError(
+            f"corpus directory {location} (data.path={config.path}) does not exist or is not a directory"
+            + _also_looked(config)
+        )
     matches = (p for p in location.glob(config.glob) if p.is_file())
     paths = sorted(matches, key=lambda p: p.relative_to(location).as_posix())
     if not paths:

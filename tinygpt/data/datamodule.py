@@ -304,6 +304,7 @@ class TextDataModule(L.LightningDataModule):
                 "name": p.corpus.name,
                 "kind": p.corpus.kind,
                 "location": str(p.corpus.location),
+                "found_in": p.corpus.found_in,
                 "documents": len(p.corpus.documents),
                 "chars": p.corpus.chars,
                 "bytes": p.corpus.bytes,
@@ -338,7 +339,7 @@ class TextDataModule(L.LightningDataModule):
         corpus, splits = d["corpus"], d["splits"]
         checked = "sha256 checked" if corpus["sha256_checked"] else "no checksum (user corpus)"
         lines = [
-            f"data: {corpus['name']} ({corpus['kind']} {corpus['location']}, "
+            f"data: {corpus['name']} ({corpus['kind']} {corpus['location']}, from {corpus['found_in']}, "
             f"{corpus['documents']:,} document(s), "
             f"{corpus['chars']:,} chars, {corpus['bytes']:,} bytes, {checked})",
             f"tokenizer: {d['tokenizer']['name']}, vocabulary {d['vocab_size']:,}"

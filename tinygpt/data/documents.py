@@ -58,8 +58,8 @@ def scan_document(name: str, path: Path) -> Document:
         raise DataError(
             f"{path}: not valid UTF-8 at byte offset {error.start} "
             f"(byte 0x{raw[error.start]:02x}: {error.reason}). "
-            "tinygpt reads corpora as UTF-8 and fails rather than guess; convert the file, e.g. "
-            f"`iconv -f latin1 -t utf-8 {path.name} > {path.stem}.utf8{path.suffix}`."
+            "tinygpt reads corpora as UTF-8 and fails rather than guess; convert the file in place (a copy beside "
+            f"it would be read too), e.g. `iconv -f latin1 -t utf-8 {path} > {path}.utf8 && mv {path}.utf8 {path}`"
         ) from None
     return Document(name=name, path=path, chars=n_chars, bytes=len(raw))
 

@@ -4,7 +4,8 @@ Hydra makes a job's folder, its ``.hydra/`` and its log file before the task fun
 folder before the first job; a corpus found missing inside training would leave them behind, around a
 traceback, and a sweep would fail the same way once per job. This Hydra callback runs first
 (``on_run_start``, ``on_multirun_start``), resolves the data root and fetches what is missing of a named corpus
-(tinygpt/data/download.py), and on failure ends the command with one line, naming the corpus, the folder looked
+(tinygpt/data/download.py), opens the corpus (the files are there, the glob matches, the text is UTF-8), and on
+failure ends the command with one line, naming the corpus, the folder looked
 in, the URL tried and how to point at a local copy: nothing is written. A sweep whose jobs choose other corpora
 (``data=peps,shakespeare``) has each job's corpus checked when it starts.
 """
@@ -19,19 +20,17 @@ from omegaconf import DictConfig
 
 from tinygpt.common.typed import typed
 from tinygpt.data.config import DataConfig
-from tinygpt.data.download import ensure_files
+from tinygpt.data.corpus import open_corpus
 from tinygpt.data.errors import DataError
 from tinygpt.data.root import resolve_data_root
-from tinygpt.data.sources import NAMED_CORPORA
 
 
 def check_data(data: Any) -> None:
-    """Raise DataError in one line when the data root is missing or a named corpus's files cannot be had."""
+    """Raise DataError in one line when the data root is missing, a named corpus's files cannot be had, or the
+    corpus cannot be read: a missing file or folder, a glob that matches nothing, a file that is not UTF-8, an
+    empty corpus. Opening it reads each file once (the UTF-8 check); the run reads it again when it starts."""
     config = typed(DataConfig, data, "data", DataError)
-    root = resolve_data_root(config.root)
-    named = NAMED_CORPORA.get(config.name)
-    if named is not None and root.resolve(config.path) == root.resolve(named.path):
-        ensure_files(root, named.files, f"data={config.name}")
+    open_corpus(config, resolve_data_root(config.root))
 
 
 class DataPreflight(Callback):

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from tinygpt.common.errors import ConfigError
 from tinygpt.data.errors import DataError
 
 if TYPE_CHECKING:
@@ -129,7 +130,7 @@ class CharTokenizer(Tokenizer):
     def decode(self, ids: Sequence[int] | torch.Tensor) -> str:
         ids = _as_int_array(ids)
         if ids.size and (ids.min() < 0 or ids.max() >= self.vocab_size):
-            raise ValueError(f"char tokenizer: ids must be in [0, {self.vocab_size})")
+            raise ConfigError(f"char tokenizer: ids must be in [0, {self.vocab_size})")
         table = np.concatenate([[ord(self.UNKNOWN_TEXT)], self._sorted_codepoints]).astype("<u4")
         return table[ids].tobytes().decode("utf-32-le", "surrogatepass")
 

@@ -12,15 +12,17 @@ from __future__ import annotations
 import torch
 from torch.utils.data import Dataset
 
+from tinygpt.common.errors import ConfigError
+
 
 def sliding_windows(n_tokens: int, context_length: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(starts, score_from), Long[W] each: window w reads tokens[starts[w] : starts[w] + T + 1] and scores its
     targets at local positions >= score_from[w] (target j is token starts[w] + 1 + j)."""
     T = context_length
     if T < 2:
-        raise ValueError(f"context_length must be at least 2 to slide by T/2, got {T}")
+        raise ConfigError(f"context_length must be at least 2 to slide by T/2, got {T}")
     if n_tokens < T + 1:
-        raise ValueError(f"{n_tokens} tokens are fewer than one window of context_length + 1 = {T + 1}")
+        raise ConfigError(f"{n_tokens} tokens are fewer than one window of context_length + 1 = {T + 1}")
     stride = T // 2
     last_start = n_tokens - 1 - T  # the last start whose window still fits
     starts = list(range(0, last_start + 1, stride))

@@ -30,10 +30,11 @@ from dataclasses import dataclass
 
 import torch
 
+from tinygpt.common.errors import ConfigError
 from tinygpt.model import GPTConfig
 
 
-class ExportError(ValueError):
+class ExportError(ConfigError):
     """A model, folder or switch that cannot be converted exactly; raised before anything is written."""
 
 

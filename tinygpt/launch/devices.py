@@ -17,6 +17,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tinygpt.common.errors import ConfigError
+
 CUDA_ACCELERATORS = ("auto", "gpu", "cuda")
 MPS_ACCELERATORS = ("auto", "gpu", "mps")
 
@@ -69,7 +71,7 @@ def device_pool(
     accelerator: str, cpu_jobs: int, simulate_devices: int | None = None, jobs_per_device: int = 1
 ) -> DevicePool:
     if int(jobs_per_device) < 1:
-        raise ValueError(f"sweep.jobs_per_device={jobs_per_device}: must be at least 1")
+        raise ConfigError(f"sweep.jobs_per_device={jobs_per_device}: must be at least 1")
     if simulate_devices:
         return DevicePool("simulated", tuple(f"sim-{i}" for i in range(int(simulate_devices))), int(jobs_per_device))
     gpus = cuda_device_count() if str(accelerator) in CUDA_ACCELERATORS else 0
@@ -78,7 +80,7 @@ def device_pool(
     if str(accelerator) in MPS_ACCELERATORS and mps_available():  # a Mac: its one GPU, k jobs on it
         return DevicePool("mps", ("mps-0",), int(jobs_per_device))
     if int(cpu_jobs) < 1:
-        raise ValueError(f"sweep.cpu_jobs={cpu_jobs}: must be at least 1")
+        raise ConfigError(f"sweep.cpu_jobs={cpu_jobs}: must be at least 1")
     return DevicePool("cpu", tuple(f"cpu-{i}" for i in range(int(cpu_jobs))))
 
 
@@ -117,7 +119,7 @@ def device_count(devices: int | str | Sequence[int]) -> int:
     e.g. one SLURM task per device)."""
     count = requested_devices(devices)
     if count is None:
-        raise ValueError(f"trainer.devices={devices!r}: set it to a number of devices here (e.g. trainer.devices=4)")
+        raise ConfigError(f"trainer.devices={devices!r}: set it to a number of devices here (e.g. trainer.devices=4)")
     return count
 
 

@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tinygpt.common.errors import ConfigError
+
 
 @dataclass
 class Lease:
@@ -78,7 +80,7 @@ def acquire(
     """A device lease, waiting while all are held (another sweep on this machine, or more parallel jobs than
     devices). ``on_wait`` is called once, when waiting starts. Raises TimeoutError after ``timeout_s``."""
     if not names:
-        raise ValueError("no devices to lease")
+        raise ConfigError("no devices to lease")
     started = time.monotonic()
     waited = False
     while True:

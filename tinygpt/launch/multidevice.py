@@ -13,6 +13,7 @@ import os
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
+from tinygpt.common.errors import ConfigError
 from tinygpt.launch.devices import CUDA_ACCELERATORS, cuda_device_count, requested_devices
 
 
@@ -26,7 +27,7 @@ def refuse_multi_device_jobs_in_sweep(mode: RunMode, trainer: DictConfig) -> Non
         count = max(cuda_device_count(), 1) if str(trainer.accelerator) in CUDA_ACCELERATORS else 1
     if count <= 1 or processes_started_externally(count * int(trainer.get("num_nodes", 1))):
         return
-    raise ValueError(
+    raise ConfigError(
         f"trainer.devices={trainer.devices} in a multirun: one sweep job runs on one device (Lightning would "
         "start the extra DDP processes by rerunning the whole sweep command, Lightning #11300). Use "
         "trainer=ddp for a single run (no -m), or hydra/launcher=slurm with one SLURM task per device "

@@ -30,6 +30,7 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from tinygpt.common.errors import ConfigError
 from tinygpt.common.files import write_json_atomic
 from tinygpt.launch.devices import DevicePool, cpu_cores
 from tinygpt.launch.footprint import GIB, Footprint, estimate
@@ -60,7 +61,7 @@ def free_memory(kind: str, index: int) -> int:
         import torch
 
         return int(torch.mps.recommended_max_memory() - torch.mps.driver_allocated_memory())
-    raise ValueError(f"sweep.jobs_per_device=auto: a {kind} pool has no accelerator memory to divide")
+    raise ConfigError(f"sweep.jobs_per_device=auto: a {kind} pool has no accelerator memory to divide")
 
 
 def vocabulary(cfg: DictConfig) -> tuple[int, str]:
@@ -81,7 +82,7 @@ def job_footprint(cfg: DictConfig, kind: str) -> tuple[Footprint, str]:
     vocab, source = vocabulary(cfg)
     config = config_from({**model, "vocab_size": vocab})
     if not isinstance(config, GPTConfig):
-        raise ValueError(
+        raise ConfigError(
             f"sweep.jobs_per_device=auto estimates GPT models; model.family={model.get('family')}: set a number"
         )
     precision = str(cfg.trainer.precision)
@@ -148,7 +149,7 @@ def jobs_per_device(value: int | str, sweep_dir: str | Path | None) -> int:
         return int(value)
     path = Path(str(sweep_dir)) / PLAN if sweep_dir else None
     if path is None or not path.is_file():
-        raise ValueError(
+        raise ConfigError(
             f"sweep.jobs_per_device=auto: no plan at {path} (it is decided when a multirun starts, by the "
             "placement callback: use it with -m and the placement launcher, or set a number)"
         )

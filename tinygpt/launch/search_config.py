@@ -16,6 +16,8 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
+from tinygpt.common.errors import ConfigError
+
 STUDY_FILE = "study.db"
 TRIAL_DIR = "trial_{number:04d}"  # each trial's job folder in the sweep folder
 TRIAL_KEY = "trial"  # the job's config key carrying its trial number (conf/train.yaml, RunConfig.trial)
@@ -37,7 +39,7 @@ def override_key(override: str) -> str:
     return override.partition("=")[0].lstrip("+~")
 
 
-class SearchRefused(ValueError):
+class SearchRefused(ConfigError):
     """A search config the protocol refuses (one line naming the field), raised before a study is made."""
 
 

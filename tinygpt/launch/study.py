@@ -32,6 +32,7 @@ from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, Overrid
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from tinygpt.common.errors import PathError
 from tinygpt.launch.search_config import (
     STUDY_FILE,
     TRIAL_KEY,
@@ -126,7 +127,7 @@ def load_finished_study(sweep_dir: str | Path) -> optuna.Study:
     saved = OmegaConf.load(sweep_dir / "multirun.yaml")
     sweeper = OmegaConf.merge(OmegaConf.structured(SearchSweeperConf), saved.hydra.sweeper)
     if not study_path(sweep_dir).exists() and sweeper.storage is None:
-        raise FileNotFoundError(f"{sweep_dir}: no {STUDY_FILE}; is it a search's folder (-m hparams_search=...)?")
+        raise PathError(f"{sweep_dir}: no {STUDY_FILE}; is it a search's folder (-m hparams_search=...)?")
     return optuna.load_study(
         study_name=sweeper.study_name or saved.name, storage=storage_url(sweeper.storage, sweep_dir)
     )

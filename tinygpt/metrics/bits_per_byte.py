@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torchmetrics import Metric
 
+from tinygpt.common.errors import ConfigError
 from tinygpt.metrics.units import LN2
 
 
@@ -58,7 +59,7 @@ class BitsPerByte(Metric):
         self.chars += target_chars.reshape(-1).to(logits.device)[mask].double().sum()
         if self.n_documents > 0:
             if target_doc is None:
-                raise ValueError("BitsPerByte(n_documents > 0) needs target_doc in update()")
+                raise ConfigError("BitsPerByte(n_documents > 0) needs target_doc in update()")
             doc = target_doc.reshape(-1).to(logits.device)[mask].long()
             self.document_bits.index_add_(0, doc, bits)
             self.document_bytes.index_add_(0, doc, scored_bytes)

@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
+from tinygpt.common.errors import ConfigError
 from tinygpt.common.modes import eval_mode
 from tinygpt.data.encoded import EncodedText
 from tinygpt.data.windows import SlidingWindowDataset
@@ -45,7 +46,7 @@ def carried_state_bits(model, ids: torch.Tensor, chunk: int = 128, device: str =
     `chunk` tokens at a time (003's LSTM scoring); token 0 is not scored (0). Equal to one pass over the
     whole text: the chunking only bounds memory (tests/test_model_lstm.py checks it)."""
     if chunk < 1:
-        raise ValueError(f"chunk={chunk} must be at least 1")
+        raise ConfigError(f"chunk={chunk} must be at least 1")
     cache = model.new_cache(1)
     ids = ids.long().to(device)
     bits = np.zeros(len(ids), dtype=np.float64)

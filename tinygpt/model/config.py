@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tinygpt.common.errors import ConfigError
 from tinygpt.model.mlp import GELUS, MLPS
 from tinygpt.model.norm import NORMS
 from tinygpt.model.position import POSITIONS
@@ -100,4 +101,4 @@ class GPTConfig:
 
 def _require(ok: bool, field: str, value: Any, allowed: str) -> None:
     if not ok:
-        raise ValueError(f"GPTConfig.{field}={value!r} is not allowed: must be {allowed}")
+        raise ConfigError(f"GPTConfig.{field}={value!r} is not allowed: must be {allowed}")

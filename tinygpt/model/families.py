@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tinygpt.common.errors import ConfigError
 from tinygpt.common.typed import typed
 from tinygpt.model.config import GPTConfig
 from tinygpt.model.gpt import GPT
@@ -22,7 +23,7 @@ def family_of(model: Any) -> str:
     """The family a model config (dict, DictConfig or config dataclass) belongs to."""
     family = model.get("family", "gpt") if hasattr(model, "get") else getattr(model, "family", "gpt")
     if family not in FAMILIES:
-        raise ValueError(f"model.family={family!r} is not allowed; choose one of {', '.join(FAMILIES)}")
+        raise ConfigError(f"model.family={family!r} is not allowed; choose one of {', '.join(FAMILIES)}")
     return family
 
 

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import torch
 
+from tinygpt.common.errors import ConfigError
+
 # One chunk's logits block, in elements: about BLOCK_ELEMENTS (2**21 fp32 numbers, 8 MiB: 1,024 tokens at
 # V = 2,048), so that the block stays in cache from the head's matmul through the log-softmax and the exp, but
 # never fewer than TOKENS_PER_WIDTH tokens per unit of the model's width: each chunk streams the whole (V, d)
@@ -120,11 +122,11 @@ def linear_cross_entropy(
     the same gradients, in fp32 and under autocast. chunk: tokens per chunk (None: `auto_chunk(V, d)`).
     """
     if chunk is not None and chunk <= 0:
-        raise ValueError(f"chunk={chunk} is not allowed: must be a positive number of tokens (or None for auto)")
+        raise ConfigError(f"chunk={chunk} is not allowed: must be a positive number of tokens (or None for auto)")
     hidden = hidden.reshape(-1, hidden.shape[-1])
     targets = targets.reshape(-1)
     if hidden.shape[0] != targets.shape[0]:
-        raise ValueError(f"{hidden.shape[0]} hidden rows but {targets.shape[0]} targets")
+        raise ConfigError(f"{hidden.shape[0]} hidden rows but {targets.shape[0]} targets")
     device = hidden.device.type
     if torch.is_autocast_enabled(device):  # what F.linear would do under autocast: both operands cast
         dtype = torch.get_autocast_dtype(device)

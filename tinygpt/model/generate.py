@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from tinygpt.common.errors import ConfigError
 from tinygpt.model.gpt import GPT
 from tinygpt.model.kv_cache import KVCache
 
@@ -91,23 +92,23 @@ def sample_next(
 
 def _check_arguments(model, prompt, max_new_tokens, temperature, top_k, top_p) -> None:
     if prompt.dim() != 2 or prompt.shape[1] == 0:
-        raise ValueError(
+        raise ConfigError(
             f"prompt must be a (batch, tokens) tensor with at least one token, got shape {tuple(prompt.shape)}"
         )
     if prompt.dtype != torch.long:
-        raise ValueError(f"prompt must hold token ids (torch.long), got {prompt.dtype}")
+        raise ConfigError(f"prompt must hold token ids (torch.long), got {prompt.dtype}")
     if max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens={max_new_tokens} must be 0 or more")
+        raise ConfigError(f"max_new_tokens={max_new_tokens} must be 0 or more")
     limit = model.config.context_length
     total = prompt.shape[1] + max_new_tokens
     if total > limit:
-        raise ValueError(
+        raise ConfigError(
             f"prompt of {prompt.shape[1]} tokens + {max_new_tokens} new tokens = {total}, more than the "
             f"model's context_length={limit}; generate at most {max(limit - prompt.shape[1], 0)} new tokens"
         )
     if temperature <= 0:
-        raise ValueError(f"temperature={temperature} must be > 0 (use greedy=True for the argmax)")
+        raise ConfigError(f"temperature={temperature} must be > 0 (use greedy=True for the argmax)")
     if top_k is not None and top_k < 1:
-        raise ValueError(f"top_k={top_k} must be None or at least 1")
+        raise ConfigError(f"top_k={top_k} must be None or at least 1")
     if top_p is not None and not 0.0 < top_p <= 1.0:
-        raise ValueError(f"top_p={top_p} must be None or in (0, 1]")
+        raise ConfigError(f"top_p={top_p} must be None or in (0, 1]")

@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from tinygpt.common.errors import ConfigError
 from tinygpt.model.block import Block
 from tinygpt.model.config import GPTConfig
 from tinygpt.model.implementation import DEFAULT, Implementation
@@ -26,7 +27,7 @@ class GPT(nn.Module):
         """implementation: how its modules compute (tinygpt/model/implementation.py), never what they hold."""
         super().__init__()
         if config.vocab_size <= 0:
-            raise ValueError(
+            raise ConfigError(
                 f"GPTConfig.vocab_size={config.vocab_size} is not allowed when building a model: must be the "
                 "tokenizer's vocabulary size (a positive integer), e.g. model.vocab_size=148"
             )
@@ -81,7 +82,7 @@ class GPT(nn.Module):
             cache.begin(T, B)
         elif T > self.config.context_length:
             limit = self.config.context_length
-            raise ValueError(f"input of {T} tokens is longer than context_length={limit}")
+            raise ConfigError(f"input of {T} tokens is longer than context_length={limit}")
         x = self.token_embedding(idx)
         positions = self.position_embedding
         table = positions.embeddings(start, T, idx.device)

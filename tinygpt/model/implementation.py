@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tinygpt.common.errors import ConfigError
 from tinygpt.model.attention_core import CORES
 from tinygpt.model.dropout import DROPOUT_IMPLS
 
@@ -33,7 +34,7 @@ class Implementation:
             ("projections", PROJECTIONS),
         ):
             if getattr(self, name) not in allowed:
-                raise ValueError(
+                raise ConfigError(
                     f"speed.{name}={getattr(self, name)!r} is not allowed: must be one of {', '.join(allowed)}"
                 )
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from tinygpt.common.errors import ConfigError
 from tinygpt.model.config import GPTConfig
 
 
@@ -54,10 +55,10 @@ class KVCache:
     def begin(self, n_new: int, batch_size: int) -> None:
         """Check that n_new more positions fit, and build the attention mask the layers share for them."""
         if batch_size != self.batch_size:
-            raise ValueError(f"KVCache was allocated for batch size {self.batch_size}, got {batch_size}")
+            raise ConfigError(f"KVCache was allocated for batch size {self.batch_size}, got {batch_size}")
         if self.position + n_new > self.context_length:
             total = self.position + n_new
-            raise ValueError(
+            raise ConfigError(
                 f"KV cache is full: {self.position} positions stored + {n_new} new = {total}, "
                 f"more than context_length={self.context_length}"
             )
@@ -100,5 +101,5 @@ def kv_cache_bytes_per_token(
         if value is None
     ]
     if missing:
-        raise ValueError(f"kv_cache_bytes_per_token needs a config or explicit {', '.join(missing)}")
+        raise ConfigError(f"kv_cache_bytes_per_token needs a config or explicit {', '.join(missing)}")
     return 2 * n_layers * n_kv_heads * head_dim * bytes_per_number

@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from tinygpt.common.errors import ConfigError
 from tinygpt.model.dropout import Dropout
 from tinygpt.model.gpt import GPTOutput
 from tinygpt.model.implementation import DEFAULT, Implementation
@@ -37,19 +38,19 @@ class LSTMConfig:
 
     def __post_init__(self) -> None:
         if self.family != "lstm":
-            raise ValueError(f"LSTMConfig.family={self.family!r} is not allowed: must be 'lstm'")
+            raise ConfigError(f"LSTMConfig.family={self.family!r} is not allowed: must be 'lstm'")
         for name in ("context_length", "d_embed", "d_model", "n_layers"):
             if getattr(self, name) <= 0:
-                raise ValueError(
+                raise ConfigError(
                     f"LSTMConfig.{name}={getattr(self, name)!r} is not allowed: must be a positive integer"
                 )
         if self.vocab_size < 0:
-            raise ValueError(
+            raise ConfigError(
                 f"LSTMConfig.vocab_size={self.vocab_size!r} is not allowed: must be a positive "
                 "integer (or 0 until the tokenizer fills it in)"
             )
         if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"LSTMConfig.dropout={self.dropout!r} is not allowed: must be a probability in [0, 1)")
+            raise ConfigError(f"LSTMConfig.dropout={self.dropout!r} is not allowed: must be a probability in [0, 1)")
 
 
 class LSTMState:
@@ -65,7 +66,7 @@ class CharLSTM(nn.Module):
     def __init__(self, config: LSTMConfig, implementation: Implementation = DEFAULT):
         super().__init__()
         if config.vocab_size <= 0:
-            raise ValueError(
+            raise ConfigError(
                 f"LSTMConfig.vocab_size={config.vocab_size} is not allowed when building a model: "
                 "must be the tokenizer's vocabulary size (a positive integer)"
             )

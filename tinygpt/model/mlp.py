@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from tinygpt.common.errors import ConfigError
 from tinygpt.model.implementation import DEFAULT, Implementation
 
 if TYPE_CHECKING:
@@ -140,5 +141,5 @@ MLPS: dict[str, Callable[[GPTConfig, Implementation], nn.Module]] = {
 
 def make_mlp(config: GPTConfig, implementation: Implementation = DEFAULT) -> nn.Module:
     if config.mlp not in MLPS:
-        raise ValueError(f"mlp={config.mlp!r} is not allowed: must be one of {', '.join(MLPS)}")
+        raise ConfigError(f"mlp={config.mlp!r} is not allowed: must be one of {', '.join(MLPS)}")
     return MLPS[config.mlp](config, implementation)

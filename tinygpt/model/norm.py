@@ -15,6 +15,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from tinygpt.common.errors import ConfigError
+
 
 class _RMSNormFunction(torch.autograd.Function):
     """y = w · x̂ with x̂ = x · r, r = 1/√(mean(x²) + ε) per row, and its gradient written out:
@@ -83,5 +85,5 @@ NORM_TYPES = (nn.LayerNorm, RMSNorm)  # what a norm module is: their gains count
 def make_norm(kind: str, d: int, eps: float, bias: bool) -> nn.Module:
     """The configured norm."""
     if kind not in NORMS:
-        raise ValueError(f"norm={kind!r} is not allowed: must be one of {', '.join(NORMS)}")
+        raise ConfigError(f"norm={kind!r} is not allowed: must be one of {', '.join(NORMS)}")
     return NORMS[kind](d, eps, bias)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from tinygpt.common.errors import ConfigError
 from tinygpt.model.config import GPTConfig
 from tinygpt.model.gpt import GPT
 from tinygpt.model.norm import NORM_TYPES
@@ -50,7 +51,7 @@ def _group_of(module_name: str, module: nn.Module) -> str:
         if sublayer in ("attention", "mlp"):
             return sublayer
     # A parameter nobody classified would silently go missing from the breakdown; fail loudly instead.
-    raise ValueError(f"parameter_breakdown does not know where {module_name!r} belongs")
+    raise ConfigError(f"parameter_breakdown does not know where {module_name!r} belongs")
 
 
 def formula_count(config: GPTConfig) -> int:

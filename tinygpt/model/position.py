@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
+from tinygpt.common.errors import ConfigError
+
 if TYPE_CHECKING:
     from tinygpt.model.config import GPTConfig
 
@@ -98,7 +100,7 @@ class RotaryPositions(Positions):
     @staticmethod
     def check(config: GPTConfig) -> None:
         if config.resolved_head_dim % 2:
-            raise ValueError(
+            raise ConfigError(
                 f"GPTConfig.head_dim={config.resolved_head_dim!r} is not allowed: must be an even "
                 "number with position=rope (RoPE rotates pairs of dimensions)"
             )
@@ -135,7 +137,7 @@ class SinusoidalPositions(Positions):
     @staticmethod
     def check(config: GPTConfig) -> None:
         if config.d_model % 2:
-            raise ValueError(
+            raise ConfigError(
                 f"GPTConfig.d_model={config.d_model!r} is not allowed: must be an even number with "
                 "position=sinusoidal (sine and cosine pairs)"
             )

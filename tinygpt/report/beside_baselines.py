@@ -12,6 +12,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 
+from tinygpt.common.errors import ConfigError
 from tinygpt.common.typed import typed
 from tinygpt.data.config import DataConfig, text_settings
 from tinygpt.report.jobs import FINISHED, Job
@@ -29,14 +30,14 @@ def sweep_data(jobs: Sequence[Job]) -> dict:
     configs = [(job, (job.record.get("config") or {}).get("data")) for job in jobs if job.record]
     configs = [(job, data) for job, data in configs if data]
     if not configs:
-        raise ValueError("--baselines: no run of this sweep has a recorded data config (run.json's config.data)")
+        raise ConfigError("--baselines: no run of this sweep has a recorded data config (run.json's config.data)")
     first_job, first = configs[0]
     flat_first = text_settings(typed(DataConfig, first, "data", ValueError))  # what the baselines are given
     for job, data in configs[1:]:
         flat = text_settings(typed(DataConfig, data, "data", ValueError))
         for key in sorted(set(flat) | set(flat_first)):
             if flat.get(key) != flat_first.get(key):
-                raise ValueError(
+                raise ConfigError(
                     f"--baselines: the runs differ in {key} ({flat_first.get(key)!r} in {first_job.name}, "
                     f"{flat.get(key)!r} in {job.name}); a baseline row stands beside runs on one text: report "
                     "runs that share their data"

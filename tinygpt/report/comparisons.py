@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tinygpt.common.errors import ConfigError
 from tinygpt.report.jobs import FINISHED, Job
 from tinygpt.report.stats import CONFIDENCE, Comparison, batch_difference, compare
 from tinygpt.train.score_once import NOT_RECIPE, flatten
@@ -80,7 +81,7 @@ def choose_reference(
         if len(matches) != 1:
             named = "; ".join(" ".join(key) or "(no overrides)" for key in keys)
             found = "no variant" if not matches else f"{len(matches)} variants"
-            raise ValueError(
+            raise ConfigError(
                 f"--reference {' '.join(requested)}: {found} of this sweep has these overrides; name one of: {named}"
             )
         return Reference(matches[0], f"`{' '.join(requested)}`, chosen with --reference")

@@ -18,6 +18,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
 from omegaconf import OmegaConf
 
+from tinygpt.common.errors import ConfigError, PathError
 from tinygpt.common.run_folder import read_record as read_run_record
 from tinygpt.launch.search_config import TRIAL_KEY, in_search, override_key
 
@@ -81,7 +82,7 @@ def expand_sweep(overrides: list[Override]) -> list[tuple[str, ...]]:
         elif override.is_discrete_sweep():
             choices[key] = [f"{key}={value}" for value in override.sweep_string_iterator()]
         else:
-            raise ValueError(
+            raise ConfigError(
                 f"{override.input_line}: a basic sweep lists values (a,b, choice(...), range(...)); "
                 f"{override.value_type.name} sweeps are not expanded"
             )
@@ -124,7 +125,7 @@ def load_sweep(sweep_dir: str | Path) -> list[Job]:
     rerunning with e.g. sweep.cpu_jobs=2 still finds the same jobs."""
     sweep_dir = Path(sweep_dir)
     if not sweep_dir.is_dir():
-        raise FileNotFoundError(f"no sweep folder {sweep_dir}")
+        raise PathError(f"no sweep folder {sweep_dir}")
     expected, excluded = sweep_command(sweep_dir)
     folders = {
         frozenset(identity(saved_overrides(f.parent.parent), excluded)): f.parent.parent

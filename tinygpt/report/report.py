@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tinygpt.common.errors import ConfigError, PathError
 from tinygpt.common.run_folder import DEV_BITS_PER_BYTE, DEV_LOSS
 from tinygpt.report.beside_baselines import baselines_section
 from tinygpt.report.comparisons import (
@@ -117,16 +118,16 @@ def write_report(
     the runs' data}, shown beside the dev table ("dev") and the held-out one ("test", with held_out)."""
     sweep_dir = Path(sweep_dir)
     out_dir = Path(out_dir) if out_dir else sweep_dir
-    out_dir.mkdir(parents=True, exist_ok=True)
     if style not in STYLES:
-        raise ValueError(f"style={style!r}: choose one of {STYLES}")
+        raise ConfigError(f"style={style!r}: choose one of {STYLES}")
     jobs = load_sweep(sweep_dir)
     if not jobs:
-        raise FileNotFoundError(f"{sweep_dir} holds no sweep jobs (no multirun.yaml, no */.hydra/overrides.yaml)")
+        raise PathError(f"{sweep_dir} holds no sweep jobs (no multirun.yaml, no */.hydra/overrides.yaml)")
     style = auto_style(jobs) if style == "auto" else style
     metric = metric or DEFAULT_METRIC[style]
     if metric not in METRICS:
-        raise ValueError(f"metric={metric!r}: choose one of {sorted(METRICS)}")
+        raise ConfigError(f"metric={metric!r}: choose one of {sorted(METRICS)}")
+    out_dir.mkdir(parents=True, exist_ok=True)  # after every check: a refused report makes no folder
     chosen = METRICS[metric]
     title = title or sweep_title(sweep_dir, jobs)
 
@@ -147,7 +148,7 @@ def write_report(
         )
     drawn = [job for job in jobs if not figure_only or set(figure_only) & set(job.overrides)]
     if figure_only and not drawn:
-        raise ValueError(f"figure_only={list(figure_only)}: no run has any of these overrides")
+        raise ConfigError(f"figure_only={list(figure_only)}: no run has any of these overrides")
     # no validation point anywhere: an empty set of axes would read as a figure, so none is drawn
     figure = (
         plot_curves(
@@ -162,7 +163,7 @@ def write_report(
         else None
     )
     if baselines and "test" in baselines and not held_out:
-        raise ValueError("the held-out baselines go beside the held-out table: ask for held_out too")
+        raise ConfigError("the held-out baselines go beside the held-out table: ask for held_out too")
     runs_csv = write_runs_csv(jobs, out_dir / "runs.csv")
     markdown = out_dir / "report.md"
     sections = render_markdown(sweep_dir, jobs, table, style, chosen.label, held_out, title, has_curves)

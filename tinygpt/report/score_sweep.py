@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tinygpt.common.errors import PathError
 from tinygpt.common.run_folder import KEPT_CHECKPOINT, checkpoints_dir, last_checkpoint
 from tinygpt.report.jobs import FINISHED, Job, load_sweep
 from tinygpt.train.evaluate import evaluate
@@ -49,9 +50,7 @@ def plan_sweep(sweep_dir: str | Path) -> tuple[list[Job], SweepPlan]:
     """The sweep's jobs and what to do with each, from run.json and the ledgers alone (nothing is scored)."""
     jobs = load_sweep(sweep_dir)
     if not jobs:
-        raise FileNotFoundError(
-            f"sweep_dir={sweep_dir} holds no sweep jobs (no multirun.yaml, no */.hydra/overrides.yaml)"
-        )
+        raise PathError(f"sweep_dir={sweep_dir} holds no sweep jobs (no multirun.yaml, no */.hydra/overrides.yaml)")
     plan = SweepPlan()
     for job in jobs:
         if job.status != FINISHED:

@@ -7,6 +7,7 @@ from pathlib import Path
 import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
+from tinygpt.common.errors import ConfigError
 from tinygpt.common.files import atomic_write
 from tinygpt.common.imports import import_modules
 from tinygpt.common.run_folder import last_checkpoint
@@ -44,7 +45,7 @@ def resume_path(run_dir: Path, resume: str, ckpt_path: str | None) -> str | None
     """The checkpoint to resume from: an explicit ``ckpt_path``, else with ``resume=auto`` the job's own
     ``checkpoints/last.ckpt`` if there is one. Checked readable before the Trainer touches anything."""
     if resume not in ("auto", "never"):
-        raise ValueError(f"resume={resume!r} is not allowed; choose auto or never")
+        raise ConfigError(f"resume={resume!r} is not allowed; choose auto or never")
     if ckpt_path:
         path = Path(ckpt_path)
     elif resume == "auto" and last_checkpoint(run_dir).exists():

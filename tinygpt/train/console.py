@@ -20,6 +20,7 @@ import time
 
 from lightning.pytorch.callbacks import ProgressBar, TQDMProgressBar
 
+from tinygpt.common.errors import ConfigError
 from tinygpt.common.say import say
 
 TIP_PREFIX = "💡 Tip"
@@ -116,9 +117,9 @@ def is_terminal() -> bool:
 def progress_callback(style: str, every_n_steps: int) -> ProgressBar:
     """The progress callback that `progress.style` asks for; auto: a bar on a terminal, lines otherwise."""
     if style != "auto" and style not in PROGRESS:
-        raise ValueError(f"progress.style={style!r} is not allowed: must be one of auto, " + ", ".join(PROGRESS))
+        raise ConfigError(f"progress.style={style!r} is not allowed: must be one of auto, " + ", ".join(PROGRESS))
     if not isinstance(every_n_steps, int) or every_n_steps < 1:
-        raise ValueError(f"progress.every_n_steps={every_n_steps!r} is not allowed: must be a positive integer")
+        raise ConfigError(f"progress.every_n_steps={every_n_steps!r} is not allowed: must be a positive integer")
     if style == "auto":
         style = "bar" if is_terminal() else "lines"
     return PROGRESS[style](every_n_steps)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import lightning as L
 import torch
 
+from tinygpt.common.errors import ConfigError
 from tinygpt.metrics import unigram_entropy_bits
 from tinygpt.train.collapse import attention_grad_norms, prediction_tvd
 from tinygpt.train.record import RunRecord, read_record
@@ -20,7 +21,7 @@ from tinygpt.train.record import RunRecord, read_record
 class CollapseDiagnostics(L.Callback):
     def __init__(self, steps: list[int], record: RunRecord):
         if not steps or any(int(s) < 1 for s in steps):
-            raise ValueError(f"diagnostics.collapse_steps={list(steps)}: give training steps >= 1 (1 = the first)")
+            raise ConfigError(f"diagnostics.collapse_steps={list(steps)}: give training steps >= 1 (1 = the first)")
         self.steps = sorted({int(s) for s in steps})
         self.record = record
         previous = read_record(record.path.parent) or {}  # a resumed run keeps what it measured before

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from tinygpt.common.errors import ConfigError, PathError
 from tinygpt.common.run_folder import checkpoint_files, checkpoints_dir, read_record, record_path
 from tinygpt.data import TextDataModule
 from tinygpt.metrics import score
@@ -34,13 +35,17 @@ def evaluate(
         run_dir = Path(run_dir)
         checkpoints = checkpoint_files(run_dir)
         if not checkpoints:
-            raise FileNotFoundError(f"no checkpoints under {checkpoints_dir(run_dir)}")
+            raise PathError(
+                f"run_dir={run_dir}: no checkpoints under {checkpoints_dir(run_dir)}; give a run's folder (it holds "
+                "run.json and checkpoints/)"
+            )
     else:
-        raise ValueError("give run_dir=<a run's folder> or ckpt=<a checkpoint file>")
+        raise ConfigError("give run_dir=<a run's folder> or ckpt=<a checkpoint file>")
     record = read_record(run_dir)
     if record is None:
-        raise FileNotFoundError(
-            f"{record_path(run_dir)} not found: evaluate needs the run's record to rebuild its data splits"
+        raise PathError(
+            f"{record_path(run_dir)} not found: evaluate needs the run's record to rebuild its data splits, so the "
+            "checkpoint must sit in its run's checkpoints/ folder (or give run_dir=<its run folder>)"
         )
     cfg = OmegaConf.create(record["config"])
     if split == "dev":

@@ -27,6 +27,8 @@ import ctypes
 import sys
 from collections.abc import Callable
 
+from tinygpt.common.errors import ConfigError
+
 MALLOC_IMPLS = ("auto", "keep", "system")
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt(3)'s parameter numbers (glibc's malloc.h)
@@ -54,10 +56,10 @@ def glibc_mallopt() -> Callable[[int, int], int] | None:
 def resolve_malloc(mode: str) -> str:
     """ "keep" or "system" for `speed.malloc`: auto is keep where glibc is the C library, system elsewhere."""
     if mode not in MALLOC_IMPLS:
-        raise ValueError(f"speed.malloc={mode!r} is not allowed: must be one of {', '.join(MALLOC_IMPLS)}")
+        raise ConfigError(f"speed.malloc={mode!r} is not allowed: must be one of {', '.join(MALLOC_IMPLS)}")
     has_glibc = glibc_mallopt() is not None
     if mode == "keep" and not has_glibc:
-        raise ValueError(
+        raise ConfigError(
             f"speed.malloc=keep is not allowed on {sys.platform}: it needs glibc's mallopt (Linux); use auto or system"
         )
     if mode == "auto":

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from tinygpt.train.config_error import ConfigError
+from tinygpt.common.errors import ConfigError
 from tinygpt.train.schedules import SCHEDULES, make_lr_lambda
 
 # optim.decay_on: which parameters weight decay applies to

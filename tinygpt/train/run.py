@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
+import shlex
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from tinygpt.common.run_folder import (
     KEPT_CHECKPOINT,
     checkpoints_dir,
     is_finished_and_skipped,
+    last_checkpoint,
     read_record,
     record_path,
 )
@@ -323,5 +325,34 @@ def report(result: dict, run_dir: Path, loggers) -> None:
         say(f"stopped early by the search's pruner at step {result['pruned']['step']} (run.json: status pruned)")
     say(f"sample:\n{result['sample']}\n")
     for logger in loggers:
-        say(f"{type(logger).__name__} logs: {logger.log_dir}  (tensorboard --logdir outputs)")
+        say(f"{type(logger).__name__} logs: {logger.log_dir}")
     say(f"checkpoints: {checkpoints_dir(run_dir)}; run record: {record_path(run_dir)}")
+    for line in next_steps(run_dir):
+        say(line, prefix=False)
+
+
+def next_steps(run_dir: Path) -> list[str]:
+    """Commands for what usually comes next, ready to paste: the run's paths as the shell takes them (a run
+    folder's ``=`` and ``,`` need no quotes there, and the programs take a bare path: tinygpt/cli/entry.py)."""
+    folder = shown_path(run_dir)
+    last = shown_path(last_checkpoint(run_dir))
+    lines = [
+        "next:",
+        f"  tinygpt-evaluate {folder}                 # every checkpoint on the dev split",
+        f"  tinygpt-generate {last} prompt='...'",
+        f"  tinygpt-export {last} out={shlex.quote(str(Path('outputs') / 'hf' / Path(run_dir).name))}",
+        f"  tensorboard --logdir {folder}",
+    ]
+    if in_multirun():
+        lines.insert(1, f"  tinygpt-report {shown_path(Path(run_dir).parent)}   # the sweep's table, once its jobs end")
+    return lines
+
+
+def shown_path(path: Path) -> str:
+    """``path`` relative to the current folder when under it, shell-quoted where it must be."""
+    path = Path(path).resolve()
+    try:
+        path = path.relative_to(Path.cwd())
+    except ValueError:
+        pass
+    return shlex.quote(str(path))

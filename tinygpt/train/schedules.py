@@ -14,6 +14,8 @@ import math
 from collections.abc import Callable
 from functools import partial
 
+from tinygpt.common.errors import ConfigError
+
 
 def _constant(step: int, warmup_steps: int, total_steps: int, min_lr_ratio: float, decay_fraction: float) -> float:
     return 1.0
@@ -63,7 +65,7 @@ def lr_multiplier(
 ) -> float:
     """Multiplier of the peak rate for the optimizer step with 0-based ``index`` (so step = index + 1)."""
     if schedule not in SCHEDULES:
-        raise ValueError(f"optim.schedule={schedule!r} is not a schedule; allowed: {', '.join(SCHEDULES)}")
+        raise ConfigError(f"optim.schedule={schedule!r} is not a schedule; allowed: {', '.join(SCHEDULES)}")
     step = index + 1
     if step <= warmup_steps:
         return _warmup(step, warmup_steps)

@@ -13,17 +13,19 @@ config to that tree (``OmegaConf.to_object``, tinygpt/common/typed.py).
 from __future__ import annotations
 
 import copy
+import difflib
+import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from tinygpt.common.errors import ConfigError, require
 from tinygpt.common.typed import typed
 from tinygpt.data.config import DataConfig
 from tinygpt.data.errors import DataError
 from tinygpt.model.families import config_from
-from tinygpt.train.config_error import ConfigError, require
 from tinygpt.train.optim import OptimConfig
 from tinygpt.train.speedups import SpeedConfig
 
@@ -183,7 +185,17 @@ class RunConfig:
 
 def check_steps(trainer: Any) -> None:
     """trainer.max_steps and val_check_interval (StepsConfig): checked first, since other settings derive from
-    them (checkpoint.keep_every_n_steps is ${trainer.val_check_interval}), so the error names the one given."""
+    them (checkpoint.keep_every_n_steps is ${trainer.val_check_interval}), so the error names the one given.
+    Every other key must be an argument of Lightning's ``Trainer`` (``+trainer.<arg>=...`` adds one): a misspelled
+    one is refused here, with the closest argument, not by the Trainer after the run's folder exists."""
+    from lightning import Trainer  # here: every program registers this schema, and most never build a Trainer
+
+    arguments = [name for name in inspect.signature(Trainer.__init__).parameters if name != "self"]
+    for key in trainer:
+        if key not in arguments:
+            close = difflib.get_close_matches(str(key), arguments, n=1)
+            hint = f"; did you mean trainer.{close[0]}?" if close else ""
+            raise ConfigError(f"trainer.{key} is not an argument of Lightning's Trainer{hint}")
     typed(
         StepsConfig,
         {"max_steps": trainer.get("max_steps"), "val_check_interval": trainer.get("val_check_interval")},

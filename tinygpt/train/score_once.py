@@ -32,9 +32,9 @@ from pathlib import Path
 
 import torch
 
+from tinygpt.common.errors import ConfigError
 from tinygpt.common.run_folder import append_evaluations, now, read_evaluations, read_record, write_record
 from tinygpt.train.checkpoints import load_model
-from tinygpt.train.config_error import ConfigError
 from tinygpt.train.runlock import lock_run
 
 # config keys (prefixes) that say where or how a run executes, not what it trains: outside the recipe
@@ -206,9 +206,9 @@ def check_request(split: str, force: bool, reason: str | None, what: str = "scor
     """The checks every scoring tool makes on its arguments before reading anything: a known split, and
     force/reason only where there is a ledger to override (the held-out split)."""
     if split not in ("dev", "test"):
-        raise ValueError(f"split={split!r} is not allowed; choose dev or test")
+        raise ConfigError(f"split={split!r} is not allowed; choose dev or test")
     if split == "dev" and (force or reason):
-        raise ValueError(f"force= and reason= apply to split=test only (the dev split is {what} freely)")
+        raise ConfigError(f"force= and reason= apply to split=test only (the dev split is {what} freely)")
 
 
 def plan_scorings(checkpoints: list[Path]) -> list[dict]:

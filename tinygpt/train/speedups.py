@@ -63,6 +63,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from tinygpt.common.errors import ConfigError
 from tinygpt.model.attention_core import CORES
 from tinygpt.model.block import Block
 from tinygpt.model.dropout import DROPOUT_IMPLS
@@ -99,17 +100,17 @@ class SpeedConfig:
         for name, allowed in CHOICES.items():
             value = getattr(self, name)
             if value not in allowed:
-                raise ValueError(f"speed.{name}={value!r} is not allowed: must be one of {', '.join(allowed)}")
+                raise ConfigError(f"speed.{name}={value!r} is not allowed: must be one of {', '.join(allowed)}")
         if self.loss_chunk is not None and (not isinstance(self.loss_chunk, int) or self.loss_chunk <= 0):
-            raise ValueError(
+            raise ConfigError(
                 f"speed.loss_chunk={self.loss_chunk!r} is not allowed: must be a positive number "
                 "of tokens, or null for automatic"
             )
         for name in ("compile", "tf32"):
             if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"speed.{name}={getattr(self, name)!r} is not allowed: must be true or false")
+                raise ConfigError(f"speed.{name}={getattr(self, name)!r} is not allowed: must be true or false")
         if self.peak_flops is not None and not self.peak_flops > 0:
-            raise ValueError(f"speed.peak_flops={self.peak_flops!r} is not allowed: a positive FLOP/s, or null")
+            raise ConfigError(f"speed.peak_flops={self.peak_flops!r} is not allowed: a positive FLOP/s, or null")
 
 
 def implementation(config: SpeedConfig) -> Implementation:

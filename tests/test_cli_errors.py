@@ -1,0 +1,115 @@
+"""Every program answers bad input in one line: exit status 2, a single stderr line that names the field, file or
+value, no traceback, and nothing written where it ran (tinygpt/cli/entry.py). Run as a user would: the console
+programs, from an empty folder, on a tiny trained run."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import TINY_RUN, compose_train
+
+from tinygpt.train.run import train
+
+pytestmark = pytest.mark.slow  # about twenty fresh processes
+
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, small_corpus) -> Path:
+    """A finished tiny run: its folder."""
+    run_dir = tmp_path_factory.mktemp("runs") / "model=tiny,seed=0"
+    train(compose_train([*TINY_RUN, "data=textfile", f"data.path={small_corpus}"]), run_dir)
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory, trained) -> dict[str, Path]:
+    """Bad inputs beside a good run: a checkpoint copied out of its run, a corrupt one, a non-UTF-8 file, a
+    plain file to put a folder under, and a stand-in `transformers` that is not installed."""
+    folder = tmp_path_factory.mktemp("inputs")
+    shutil.copy(trained / "checkpoints" / "last.ckpt", folder / "loose.ckpt")
+    (folder / "corrupt.ckpt").write_bytes(b"PK\x03\x04 not a checkpoint")
+    (folder / "docs").mkdir()
+    (folder / "docs" / "latin1.txt").write_bytes("caf\xe9 au lait, ".encode("latin-1") * 100)
+    (folder / "a_file").write_text("x")
+    return {"folder": folder, "run": trained, "ckpt": trained / "checkpoints" / "last.ckpt"}
+
+
+# (program, arguments, what the one line must say); {folder}, {run} and {ckpt} are filled from `inputs`
+CASES = [
+    ("tinygpt-train", ["trainer.max_step=5"], "trainer.max_step: no such setting; did you mean trainer.max_steps?"),
+    ("tinygpt-train", ["+trainer.max_step=5"], "trainer.max_step is not an argument of Lightning's Trainer; did you"),
+    ("tinygpt-train", ["model=tny"], "model=tny: no such choice; did you mean model=tiny?"),
+    ("tinygpt-train", ["model.dropot=0.1"], "model.dropot: no such setting; did you mean model.dropout?"),
+    ("tinygpt-train", ["model.n_heads=5"], "n_heads"),
+    ("tinygpt-train", ["data=textfile", "data.path=missing.txt"], "missing.txt (data.path=missing.txt) does not"),
+    ("tinygpt-train", ["data=textdir", "data.path={folder}/docs"], "latin1.txt: not valid UTF-8 at byte offset 3"),
+    ("tinygpt-train", ["data=textdir", "data.path={folder}/docs", "data.glob=*.md"], "data.glob='*.md' matches no"),
+    ("tinygpt-train", ["-m", "data=textfile", "data.path=missing.txt", "seed=1,2"], "missing.txt"),
+    ("tinygpt-train", ["hydra.run.dir={folder}/a_file/run"], "a_file/run: Not a directory"),
+    ("tinygpt-evaluate", ["ckpt={folder}/loose.ckpt"], "run.json not found: evaluate needs the run's record"),
+    (
+        "tinygpt-evaluate",
+        ["run_dir=outputs/runs/x/model=tiny,seed=0"],
+        "no checkpoints under outputs/runs/x/model=tiny",
+    ),
+    ("tinygpt-evaluate", ["{run}", "split=train"], "split"),
+    ("tinygpt-generate", ["ckpt=missing.ckpt"], "checkpoint not found: missing.ckpt"),
+    ("tinygpt-generate", ["{folder}/corrupt.ckpt"], "corrupt.ckpt is unreadable (truncated or corrupt?)"),
+    ("tinygpt-generate", ["{ckpt}", "max_new_tokens=500"], "more than the model's context_length=32"),
+    ("tinygpt-generate", ["{ckpt}", "temperature=0"], "temperature=0"),
+    ("tinygpt-analyze", ["run_dir=nowhere"], "nowhere"),
+    ("tinygpt-params", ["model=tny"], "model=tny: no such choice; did you mean model=tiny?"),
+    ("tinygpt-baselines", ["data=textfile", "data.path=missing.txt"], "missing.txt"),
+    ("tinygpt-import-hf", ["hf=nowhere", "out=imported"], "nowhere"),
+    ("tinygpt-report", ["nowhere"], "nowhere"),
+    ("tinygpt-register", ["nowhere", "name=x", "--package"], "nowhere"),
+]
+
+
+@pytest.mark.parametrize(("program", "arguments", "said"), CASES, ids=[f"{c[0]} {' '.join(c[1])}" for c in CASES])
+def test_every_program_refuses_bad_input_in_one_line_and_writes_nothing(tmp_path, inputs, program, arguments, said):
+    where = tmp_path / "empty"
+    where.mkdir()
+    fill = {name: str(path) for name, path in inputs.items()}
+    env = dict(os.environ)
+    env.pop("HYDRA_FULL_ERROR", None)
+    done = subprocess.run(
+        [str(BIN / program), *(a.format(**fill) for a in arguments)],
+        cwd=where,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert lines[0].startswith(("[tinygpt] error: ", "[tinygpt] refused: ")), lines[0]
+    assert said.format(**fill) in lines[0], lines[0]
+    assert list(where.iterdir()) == []  # no run folder, no outputs/, no log
+    assert not (inputs["folder"] / "a_file.run").exists()
+
+
+def test_export_without_transformers_names_the_extra(inputs, tmp_path, monkeypatch, capsys):
+    """As after `pip install tinygpt` without [hf]: the import fails inside the program, which says what to install
+    (the extra is read from tinygpt's metadata) and writes nothing. (In a subprocess, torchmetrics would import the
+    installed transformers first, so this one runs in-process.)"""
+    from tinygpt.cli import export
+
+    monkeypatch.setitem(sys.modules, "transformers", None)  # `import transformers` now fails as if not installed
+    monkeypatch.setitem(sys.modules, "transformers.utils", None)
+    monkeypatch.setattr(sys, "argv", ["tinygpt-export", str(inputs["ckpt"]), f"out={tmp_path / 'hf'}"])
+    with pytest.raises(SystemExit) as stopped:
+        export.main()
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err.strip() == (
+        "[tinygpt] error: tinygpt-export needs transformers: pip install 'tinygpt[hf]'"
+    )
+    assert not (tmp_path / "hf").exists()
