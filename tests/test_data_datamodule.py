@@ -265,3 +265,17 @@ def test_too_many_documents_held_out(tmp_path):
         make(tmp_path, **base, test_k=3).setup()
     with pytest.raises(DataError, match=r"data\.dev_k=2: only 2 documents remain"):
         make(tmp_path, **base, test_k=1, dev="documents", dev_k=2).setup()
+
+
+def test_a_large_tail_dev_split_of_a_folder_says_how_to_choose_documents(tmp_path, monkeypatch):
+    import tinygpt.data.datamodule as datamodule
+
+    for i in range(4):
+        (tmp_path / f"d{i}.txt").write_text(words(i, 300))
+    dm = make(tmp_path, name="textdir", corpus="dir", path=".", glob="*.txt", test_k=1)
+    dm.setup()
+    dev_tokens = dm.describe()["splits"]["dev"]["tokens"]
+    assert not any(line.startswith("note: dev holds") for line in dm.summary_lines())
+    monkeypatch.setattr(datamodule, "LARGE_DEV_TOKENS", dev_tokens - 1)
+    assert f"note: dev holds {dev_tokens:,} tokens (over {dev_tokens - 1:,})" in "\n".join(dm.summary_lines())
+    assert "data.dev=documents" in dm.summary_lines()[-1]

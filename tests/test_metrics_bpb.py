@@ -153,3 +153,42 @@ def test_unigram_entropy():
     assert unigram_entropy_bits([0, 1, 2, 3]) == pytest.approx(2.0)
     assert unigram_entropy_bits([5, 5, 5]) == pytest.approx(0.0)
     assert unigram_entropy_bits(torch.tensor([0, 0, 1, 1])) == pytest.approx(1.0)
+
+
+class FakeClock:
+    """Seconds that advance by ``tick`` at every reading."""
+
+    def __init__(self, tick: float):
+        self.now, self.tick = 0.0, tick
+
+    def __call__(self) -> float:
+        self.now += self.tick
+        return self.now
+
+
+def test_a_long_scoring_says_how_far_it_is_and_a_short_one_stays_silent(capsys):
+    from tinygpt.common.progress import Progress
+
+    quiet = Progress("scoring dev", total=100, clock=FakeClock(0.01))
+    assert [quiet.update(done) for done in range(100)] == [None] * 100
+    slow = Progress("scoring dev", total=40, clock=FakeClock(1.0))  # a batch a second
+    lines = [line for done in range(40) if (line := slow.update(done))]
+    # first after 5 s, then at most every 10 s; the ETA from the rate so far
+    assert lines[0] == "scoring dev: 4/40 batches (10%), 5 s, about 45 s left"
+    assert lines[1] == "scoring dev: 14/40 batches (35%), 15 s, about 28 s left"
+    assert len(lines) == 4 and capsys.readouterr().out.count("[tinygpt] scoring dev: ") == 4
+
+
+def test_score_reports_progress_through_the_same_lines(monkeypatch, capsys):
+    import tinygpt.common.progress as progress
+
+    monkeypatch.setattr(progress.time, "monotonic", FakeClock(3.0))
+    text = "abcdefgh" * 40
+    tokenizer = CharTokenizer.fit(text)
+    encoded = encode_segments(tokenizer, [("doc", text)])
+    dataset = SlidingWindowDataset(encoded.ids, encoded.token_bytes, encoded.token_chars, 16)
+    loader = DataLoader(dataset, batch_size=2)
+    vocab = tokenizer.vocab_size
+    score(lambda x: torch.zeros(*x.shape, vocab), loader, what="scoring test")
+    out = capsys.readouterr().out
+    assert f"/{len(loader)} batches" in out and out.startswith("[tinygpt] scoring test: ")

@@ -48,6 +48,10 @@ def _read(pieces: tuple[Piece, ...]) -> list[tuple[str, str]]:
     return [(piece.document, read_piece(piece)) for piece in pieces]
 
 
+# a tail dev split larger than this is worth a line at start: scoring it at every check can outweigh training
+LARGE_DEV_TOKENS = 500_000
+
+
 class TextDataModule(L.LightningDataModule):
     def __init__(self, cfg: Any, *, context_length: int, seed: int, tokenizer: Tokenizer | None = None):
         """cfg: the `data` config node (DictConfig or dict). tokenizer: reuse this one (e.g. a checkpoint's,
@@ -360,6 +364,13 @@ class TextDataModule(L.LightningDataModule):
             )
         if config.tokenizer.name == "char" and splits["dev"] is not None:
             lines.append(f"  dev characters unseen in train (id 0): {d['unseen_dev_chars']:,}")
+        dev = splits["dev"]
+        if corpus["kind"] == "dir" and config.dev == "tail" and dev is not None and dev["tokens"] > LARGE_DEV_TOKENS:
+            lines.append(
+                f"note: dev holds {dev['tokens']:,} tokens (over {LARGE_DEV_TOKENS:,}), each scored at every "
+                "dev check; a folder corpus can keep whole documents for dev instead: data.dev=documents "
+                "data.dev_k=<how many>"
+            )
         return lines
 
 

@@ -4,7 +4,8 @@ advertisements.
 Why lines: tqdm redraws its bar with carriage returns, and in a log file or a SLURM job's output every redraw
 becomes a line of its own (one or more per step). When stdout or stderr is not a terminal, `progress.style=auto`
 picks LineProgress instead, a Lightning ProgressBar callback that prints one line every `progress.every_n_steps`
-optimizer steps (and at the last step) plus one line per validation. The choice is made when the Trainer is
+optimizer steps (and at the last step) plus one line per validation (and, for a validation that passes a few
+seconds, how far it is: tinygpt/common/progress.py). The choice is made when the Trainer is
 built, from the config: `progress.style=bar|lines` forces one; `trainer.enable_progress_bar=false` prints none.
 
 Why a log filter: Lightning 2.6 logs "💡 Tip: ... try installing litlogger/litmodels ..." through the standard
@@ -21,6 +22,7 @@ import time
 from lightning.pytorch.callbacks import ProgressBar, TQDMProgressBar
 
 from tinygpt.common.errors import ConfigError
+from tinygpt.common.progress import Progress
 from tinygpt.common.say import say
 
 TIP_PREFIX = "💡 Tip"
@@ -95,6 +97,14 @@ class LineProgress(ProgressBar):
         elapsed = time.monotonic() - self._started
         metrics = self._metrics(trainer, pl_module, ("train/loss", "train/tokens_per_sec"))
         say(f"step {step}/{trainer.max_steps}  {metrics}  ({elapsed:.0f} s)")
+
+    def on_validation_start(self, trainer, pl_module) -> None:
+        total = sum(trainer.num_val_batches) if trainer.num_val_batches else None
+        self._validation = Progress(f"step {trainer.global_step}/{trainer.max_steps}  scoring dev", total)
+
+    def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
+        if self._enabled and not trainer.sanity_checking:
+            self._validation.update(batch_idx + 1)
 
     def on_validation_end(self, trainer, pl_module) -> None:
         if self._enabled and not trainer.sanity_checking:

@@ -79,7 +79,13 @@ def _score(run_dir: Path, cfg, checkpoints: list[Path], split: str, device: str)
             loader = datamodule.val_dataloader() if split == "dev" else datamodule.test_dataloader()
             documents = datamodule.dev_documents if split == "dev" else datamodule.test_documents
         # per-document totals (003's per-post table) when the split has several documents
-        result = score(model.to(device), loader, device, n_documents=len(documents) if len(documents) > 1 else 0)
+        result = score(
+            model.to(device),
+            loader,
+            device,
+            n_documents=len(documents) if len(documents) > 1 else 0,
+            what=f"scoring {path.name} on {split}",
+        )
         row = {
             "checkpoint": str(path),
             "step": checkpoint.get("global_step"),
