@@ -6,6 +6,7 @@ experiment and a preset from a config folder of the user's own. Each job's train
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import site
 import subprocess
@@ -100,6 +101,15 @@ def test_the_wheel_carries_its_configs_and_trains_from_an_empty_folder(installed
     assert json.loads(record.read_text())["status"] == "finished"
     log = (record.parent / "train.log").read_text()
     assert "[tinygpt][INFO] - model: " in log and "[tinygpt][INFO] - dev bits per byte at step 2:" in log
+    assert "`Trainer.fit` stopped: `max_steps=2` reached." in log  # Lightning's own lines too
+    # the commands the run ends with are pasted as printed: the run folder's = and , need no quoting
+    pasted = done.stdout.split("\nnext:\n", 1)[1].splitlines()
+    commands = [shlex.split(line.split("  #")[0]) for line in pasted if line.strip().startswith("tinygpt-")]
+    assert [c[0] for c in commands] == ["tinygpt-evaluate", "tinygpt-generate", "tinygpt-export"]
+    for program, *arguments in commands:
+        followed = run([installed / program, *arguments], tmp_path, {"HF_HUB_OFFLINE": "1"})
+        assert followed.returncode == 0, (program, followed.stderr[-3000:])
+    assert (tmp_path / "outputs" / "hf" / record.parent.name / "config.json").is_file()
 
 
 def test_an_installed_multirun_places_its_two_jobs_and_each_logs_its_lines(installed, tmp_path, small_corpus):

@@ -255,7 +255,7 @@ def test_a_signal_saves_the_step_and_the_rerun_continues_the_logs_exactly(
     ids=["between-steps", "during-validation"],
 )
 def test_a_signal_outside_a_training_step_saves_the_step_it_arrived_after(
-    tiny_cfg, whole, tmp_path, monkeypatch, hook, at_step, stopped_after
+    tiny_cfg, whole, tmp_path, monkeypatch, capsys, hook, at_step, stopped_after
 ):
     """SIGTERM after step 5's end and before step 6 starts (the module's on_train_batch_end runs after every
     callback's, so last.ckpt's own end-of-step check has passed: step 5 is not a save step) is saved when the next
@@ -277,8 +277,10 @@ def test_a_signal_outside_a_training_step_saves_the_step_it_arrived_after(
     assert record["status"] == "interrupted"
     monkeypatch.setattr(GPTModule, hook, original)
 
+    capsys.readouterr()
     record = train(tiny_cfg(*RESUMED), tmp_path / "stopped")
     assert record["status"] == "finished" and record["resumed_from_step"] == stopped_after
+    assert f"[tinygpt] resumed from step {stopped_after}: " in capsys.readouterr().out
     assert_same_history(whole, tmp_path / "stopped")
 
 

@@ -15,6 +15,7 @@ import torch
 from lightning.pytorch.utilities import rank_zero_only
 
 from tinygpt.common.run_folder import DEV, DEV_BITS_PER_BYTE, DEV_LOSS, read_record, record_path, write_record
+from tinygpt.common.say import say
 from tinygpt.train import provenance
 
 
@@ -44,6 +45,8 @@ class RunRecord(L.Callback):
         # (after the checkpoint is restored) a resumed run drops curve points past the checkpoint it resumed from
         self.record["curve"] = [p for p in self.record["curve"] if p["step"] <= trainer.global_step]
         self.record["resumed_from_step"] = trainer.global_step or None
+        if trainer.global_step:
+            say(f"resumed from step {trainer.global_step}: the run continues from its checkpoint")
         sessions = [s for s in self.record["provenance"] if s.get("from_step", 0) < trainer.global_step]
         self._session = provenance.collect(pl_module.device, str(trainer.precision), trainer.global_step)
         self._session.update({**self._session_extra, **self._peak})

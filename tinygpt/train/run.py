@@ -215,9 +215,9 @@ def _train(
         return previous
     ckpt_path = resume_path(run_dir, run.resume, run.ckpt_path)
     if run.resume == "never" and checkpoints_dir(run_dir).exists() and not run.ckpt_path:
-        raise FileExistsError(
-            f"{checkpoints_dir(run_dir)} already holds checkpoints and resume=never: "
-            "pick another output dir rather than overwrite them"
+        raise ConfigError(
+            f"resume=never: {checkpoints_dir(run_dir)} already holds checkpoints; pick another output folder "
+            "(hydra.run.dir=...) rather than overwrite them, or resume=auto to continue"
         )
 
     datamodule = build_datamodule(run)
