@@ -33,6 +33,11 @@ def test_every_block_of_the_python_api_page_runs(tmp_path, monkeypatch, capsys):
     assert namespace["trainer"].global_step == 10
     out = capsys.readouterr().out
     assert "learned 20 timemachine" in out and "finished 20 " in out
+    # the run's lines, tinygpt's and Lightning's, in its train.log as a command's run has them; its next steps
+    # name the run's own folder
+    log = (tmp_path / "runs" / "api_demo" / "train.log").read_text()
+    assert "[tinygpt][INFO] - dev bits per byte at step 20:" in log and "`Trainer.fit` stopped" in log
+    assert "  tensorboard --logdir runs/api_demo" in out and "--logdir outputs" not in out
 
 
 def test_compose_reads_a_users_config_folder(tmp_path):

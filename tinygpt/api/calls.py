@@ -10,6 +10,8 @@ from omegaconf import DictConfig
 
 from tinygpt.cli.config import compose_run_config
 from tinygpt.common.errors import ConfigError, PathError
+from tinygpt.common.run_folder import TRAIN_LOG
+from tinygpt.common.say import log_file
 from tinygpt.data.encoded import encode_segments
 from tinygpt.data.tokenizers import Tokenizer
 from tinygpt.data.windows import SlidingWindowDataset
@@ -40,8 +42,11 @@ def compose(overrides: Sequence[str] = (), config_dir: str | Path | None = None)
 
 def train(cfg: DictConfig, run_dir: str | Path) -> dict:
     """Train ``cfg`` into ``run_dir`` as ``tinygpt-train`` would (the same folder layout, run.json, checkpoints;
-    rerun to resume a stopped run, a finished one is skipped). Returns the run record (run.json's content)."""
-    return training.train(cfg, Path(run_dir))
+    rerun to resume a stopped run, a finished one is skipped; its lines, and Lightning's, also go to
+    ``run_dir/train.log``). Returns the run record (run.json's content)."""
+    run_dir = Path(run_dir)
+    with log_file(run_dir / TRAIN_LOG):
+        return training.train(cfg, run_dir)
 
 
 def build(cfg: DictConfig) -> tuple[GPTModule, training.TextDataModule]:

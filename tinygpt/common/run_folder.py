@@ -34,6 +34,9 @@ PLACEMENT = "placement.json"  # the device a sweep job leased (tinygpt/launch/pl
 TENSORBOARD_DIR = "tb"  # conf/logger/tensorboard.yaml's name
 CSV_DIR = "csv"  # conf/logger/csv.yaml's name; the file inside is Lightning's
 CSV_METRICS = "metrics.csv"
+TRAIN_LOG = (
+    "train.log"  # the console lines with their time: Hydra's job log of tinygpt-train, or the API's (common/say.py)
+)
 
 BITS_PER_BYTE = "bits_per_byte"  # the headline metric, as BitsPerByte.compute and evaluations.jsonl name it
 DEV = "dev_"  # run.json's prefix: its curve, best and final are dev scores

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 PREFIX = "[tinygpt] "
 LOGGER = logging.getLogger("tinygpt")
@@ -21,3 +24,28 @@ def say(message: str = "", *, prefix: bool = True, error: bool = False) -> None:
     """Print ``[tinygpt] message`` (stderr for an error) and log ``message`` for the job's log file."""
     print((PREFIX if prefix else "") + message, file=sys.stderr if error else sys.stdout, flush=True)
     LOGGER.log(logging.ERROR if error else logging.INFO, message)
+
+
+# the loggers a run's log file holds: tinygpt's lines and Lightning's (which do not propagate to the root)
+RUN_LOGGERS = ("tinygpt", "lightning.pytorch", "lightning.fabric")
+
+
+@contextmanager
+def log_file(path: str | Path) -> Iterator[None]:
+    """Outside Hydra (the Python API), what Hydra's job logging does for a program: the run's lines, tinygpt's and
+    Lightning's, also go to ``path`` with the time. The file is made at the first line, so a run refused before
+    it writes anything leaves none."""
+    handler = logging.FileHandler(path, delay=True)
+    handler.setFormatter(logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"))
+    loggers = [logging.getLogger(name) for name in RUN_LOGGERS]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.addHandler(handler)
+        logger.setLevel(min(logger.level or logging.INFO, logging.INFO))
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.removeHandler(handler)
+            logger.setLevel(level)
+        handler.close()
