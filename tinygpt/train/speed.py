@@ -33,11 +33,20 @@ MIN_SECONDS = 0.02  # grow the side until one matmul takes this long (about 0.15
 # dtype (bf16 without hardware support: 0.28 GFLOP/s) is measured in a fraction of a second, not a minute
 
 
+DISTURBED = 1.5  # the repeats' fastest over slowest above this: something else was using the cores
+
+
 def matmul_peak(dtype: torch.dtype, device: torch.device | str = "cpu", repeats: int = 3) -> float:
-    """FLOP/s of the best of ``repeats`` square matmuls in ``dtype`` on ``device``: the side doubles from 256 up to
-    MAX_SIDE until one takes MIN_SECONDS, so the figure is the machine's rate on a matmul large enough to be
-    compute-bound, found in bounded time. The operands come from a generator of their own: the run's random
-    state (dropout, batches) is the same with or without this measurement."""
+    """FLOP/s of the best of ``repeats`` square matmuls in ``dtype`` on ``device`` (see ``matmul_rates``)."""
+    return max(matmul_rates(dtype, device, repeats))
+
+
+def matmul_rates(dtype: torch.dtype, device: torch.device | str = "cpu", repeats: int = 5) -> list[float]:
+    """FLOP/s of each of ``repeats`` square matmuls in ``dtype`` on ``device``: the side doubles from 256 up to
+    MAX_SIDE until one takes MIN_SECONDS, so each is the machine's rate on a matmul large enough to be
+    compute-bound, found in bounded time. Their spread says whether the machine was quiet. The operands come
+    from a generator of their own: the run's random state (dropout, batches) is the same with or without this
+    measurement."""
     device = torch.device(device)
     generator = torch.Generator(device=device).manual_seed(0)
     side = 256
@@ -45,9 +54,9 @@ def matmul_peak(dtype: torch.dtype, device: torch.device | str = "cpu", repeats:
         a = torch.randn(side, side, device=device, generator=generator).to(dtype)
         b = torch.randn(side, side, device=device, generator=generator).to(dtype)
         _timed(a, b, device)  # allocation and kernel selection
-        best = min(_timed(a, b, device) for _ in range(repeats))
-        if best >= MIN_SECONDS or side >= MAX_SIDE:
-            return 2 * side**3 / best
+        times = [_timed(a, b, device) for _ in range(repeats)]
+        if min(times) >= MIN_SECONDS or side >= MAX_SIDE:
+            return [2 * side**3 / t for t in times]
         side *= 2
 
 
@@ -103,15 +112,22 @@ class SpeedMonitor(L.Callback):
         source = "speed.peak_flops" if self.peak_flops is not None else "measured"
         if self.peak_flops is None:
             dtype = compute_dtype(self.precision)
-            self.peak_flops = matmul_peak(dtype, pl_module.device)
+            rates = matmul_rates(dtype, pl_module.device)
+            self.peak_flops = max(rates)
             if trainer.is_global_zero:
                 say(
                     f"MFU against this machine's matmul peak, measured now: "
                     f"{self.peak_flops / 1e9:,.1f} GFLOP/s ({self.precision}; set speed.peak_flops "
                     "to fix it)"
                 )
+                if max(rates) > DISTURBED * min(rates):
+                    say(
+                        f"the peak's {len(rates)} matmuls ranged from {min(rates) / 1e9:,.1f} to "
+                        f"{max(rates) / 1e9:,.1f} GFLOP/s: something else is using the cores, so this peak and the "
+                        "MFU against it mean little; measure on a quiet machine and set speed.peak_flops"
+                    )
             if dtype != torch.float32:
-                fp32_peak = matmul_peak(torch.float32, pl_module.device)
+                fp32_peak = max(matmul_rates(torch.float32, pl_module.device))
                 warning = slow_half_precision(self.precision, self.peak_flops, fp32_peak)
                 if warning:
                     rank_zero_warn(warning)
