@@ -113,3 +113,12 @@ def test_export_without_transformers_names_the_extra(inputs, tmp_path, monkeypat
         "[tinygpt] error: tinygpt-export needs transformers: pip install 'tinygpt[hf]'"
     )
     assert not (tmp_path / "hf").exists()
+
+
+def test_help_lists_each_groups_choices_and_no_schema(tmp_path):
+    done = subprocess.run([str(BIN / "tinygpt-train"), "--help"], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    groups = dict(line.split(": ", 1) for line in done.stdout.split("\n\n")[2].splitlines())
+    assert groups["model"] == "blog, gpt2_124m, llama3_8b, lstm, qwen3_0_6b, since_gpt2, tiny"
+    assert groups["optim"] == "adamw" and groups["model/position"] == "alibi, learned, none, rope, sinusoidal"
+    assert "schema" not in done.stdout.split("== Config ==")[0] and "tools" not in groups

@@ -1,5 +1,6 @@
 """The OmegaConf resolvers of tinygpt's launcher configs, registered by one call.
 
+``tinygpt.choices`` lists each config group's options for ``--help`` (conf/hydra/help/tinygpt.yaml),
 ``tinygpt.job_dir`` names a job's folder (conf/train.yaml's ``hydra.sweep.subdir``), ``tinygpt.parallel_jobs``
 gives placement's ``n_jobs`` (conf/hydra/launcher/placement.yaml) and ``tinygpt.device_count`` the SLURM tasks
 per run (conf/hydra/launcher/slurm.yaml). ``tinygpt.cli.config.register_configs`` calls ``register_resolvers``
@@ -37,7 +38,34 @@ def placement_jobs(accelerator, cpu_jobs, simulate_devices, per_device, sweep_di
     return parallel_jobs(accelerator, cpu_jobs, simulate_devices, jobs_per_device(per_device, sweep_dir))
 
 
+NOT_CHOICES = ("schema", "lstm_schema")  # typed schemas stored in a group beside its options (cli/config.py)
+NOT_GROUPS = ("hydra", "tools")  # Hydra's own groups; the other programs' configs
+
+
+def config_choices() -> str:
+    """``group: option, ...`` for every group a user composes from, as Hydra's --help lists them, without the
+    schemas and the other programs' configs (read through the running Hydra's config loader)."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    loader = GlobalHydra.instance().config_loader()
+    lines: list[tuple[str, str]] = []
+
+    def walk(parent: str) -> None:
+        for group in sorted(loader.list_groups(parent)):
+            path = f"{parent}/{group}" if parent else group
+            if path.split("/")[0] in NOT_GROUPS:
+                continue
+            options = [o for o in loader.get_group_options(path) if o not in NOT_CHOICES]
+            if options:
+                lines.append((path, f"{path}: {', '.join(options)}"))
+            walk(path)
+
+    walk("")
+    return "\n".join(line for _, line in sorted(lines))
+
+
 RESOLVERS = {
+    "tinygpt.choices": config_choices,
     "tinygpt.job_dir": job_dir_name,
     "tinygpt.parallel_jobs": placement_jobs,
     "tinygpt.device_count": device_count,
