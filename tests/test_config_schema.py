@@ -111,4 +111,7 @@ def test_importing_the_package_registers_nothing_and_register_configs_registers_
         "print(sorted(n for n in RESOLVERS if OmegaConf.has_resolver(n)), 'run_schema.yaml' in store)\n"
     )
     lines = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
-    assert lines == ["[] False", "['tinygpt.device_count', 'tinygpt.job_dir', 'tinygpt.parallel_jobs'] True"]
+    assert lines == [
+        "[] False",
+        "['tinygpt.choices', 'tinygpt.device_count', 'tinygpt.job_dir', 'tinygpt.parallel_jobs'] True",
+    ]

@@ -11,6 +11,7 @@ Training the README's sweeps for real is what the rest of the suite and docs/res
 
 from __future__ import annotations
 
+import importlib
 import re
 import shlex
 from pathlib import Path
@@ -21,6 +22,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from tinygpt.cli import CONF
+from tinygpt.cli.entry import pass_paths
 from tinygpt.cli.register import build_parser as register_parser
 from tinygpt.cli.register import parse_settings
 from tinygpt.cli.report import build_parser
@@ -82,6 +84,8 @@ def test_each_program_accepts_its_arguments(command):
         parse_settings(register_parser().parse_args(arguments).settings)
         return
     search_path, config_name = PROGRAMS[program]
+    main = importlib.import_module(f"tinygpt.cli.{program.removeprefix('tinygpt-').replace('-', '_')}").main
+    arguments = pass_paths(arguments, *main.paths)  # a bare run folder or checkpoint, as the program reads it
     overrides, extra_dirs = [], []
     while arguments:
         argument = arguments.pop(0)

@@ -173,11 +173,16 @@ def pass_paths(argv: Sequence[str], path_keys: Sequence[str], bare: Callable[[Pa
         key, equals, value = arg.partition("=")
         if equals and key in path_keys and value and value[0] not in "'\"" and HYDRA_SYNTAX.search(value):
             out.append(f"{key}={quote(value)}")
-        elif bare is not None and os.path.exists(arg) and (named := bare(Path(arg))) is not None:
+        elif bare is not None and is_bare_path(arg) and (named := bare(Path(arg))) is not None:
             out.append(f"{named}={quote(arg)}")
         else:
             out.append(arg)
     return out
+
+
+def is_bare_path(arg: str) -> bool:
+    """A path given alone: one that exists, or an argument no override could be (no ``=``, not ``+``/``~``)."""
+    return os.path.exists(arg) or ("=" not in arg and not arg.startswith(("+", "~")))
 
 
 def quote(value: str) -> str:
@@ -187,20 +192,21 @@ def quote(value: str) -> str:
 
 def run_folder_or_checkpoint(path: Path) -> str | None:
     """evaluate's bare path: a checkpoint file is ``ckpt``, a sweep folder (``multirun.yaml``, no ``run.json``)
-    ``sweep_dir``, any other folder ``run_dir``."""
-    if path.is_file():
+    ``sweep_dir``, any other folder ``run_dir`` (one not there yet: ``ckpt`` by its .ckpt suffix, else ``run_dir``,
+    and the program says it is missing)."""
+    if path.is_file() or (not path.exists() and path.suffix == ".ckpt"):
         return "ckpt"
     return "sweep_dir" if (path / "multirun.yaml").exists() and not (path / "run.json").exists() else "run_dir"
 
 
 def checkpoint_file(path: Path) -> str | None:
-    """generate's and export's bare path: a checkpoint file."""
-    return "ckpt" if path.is_file() else None
+    """generate's and export's bare path: a checkpoint file (one not there: the program says so)."""
+    return None if path.is_dir() else "ckpt"
 
 
 def run_folder(path: Path) -> str | None:
     """analyze's bare path: a run folder."""
-    return "run_dir" if path.is_dir() else None
+    return None if path.is_file() else "run_dir"
 
 
 def entry(
@@ -225,6 +231,7 @@ def entry(
                 if not full_errors:
                     os.environ.pop("HYDRA_FULL_ERROR", None)
 
+        run.paths = (tuple(path_keys), bare)  # what pass_paths is given (tests/test_readme.py reads the programs' own)
         return run
 
     return wrap

@@ -2,7 +2,7 @@
 
     python scripts/evaluate.py run_dir=outputs/runs/blog/default                 # dev, every checkpoint
     python scripts/evaluate.py run_dir=... split=test                            # the held-out text
-    python scripts/evaluate.py "ckpt='outputs/.../checkpoints/step004000.ckpt'" split=test
+    python scripts/evaluate.py outputs/.../checkpoints/step004000.ckpt split=test   # a bare path: ckpt=
 
 The data splits are rebuilt from the run's own record (same corpus, seed, split settings, tokenizer from
 the checkpoint). Every test scoring is appended, with its time, to <run_dir>/evaluations.jsonl and listed in

@@ -1,6 +1,6 @@
 """Export a checkpoint to Hugging Face transformers:  python scripts/export.py ckpt=<checkpoint> out=<folder>
 
-    python scripts/export.py "ckpt='outputs/runs/default/default/checkpoints/last.ckpt'" out=outputs/hf/blog
+    tinygpt-export outputs/runs/default/default/checkpoints/last.ckpt out=outputs/hf/blog
     python scripts/export.py ckpt=... out=... family=qwen3      # insist on a family (auto picks the one that fits)
 
 Writes config.json, model.safetensors, generation_config.json, tokenizer.json (+ tokenizer_config.json and

@@ -3,7 +3,7 @@
     python scripts/import_hf.py hf=outputs/hf/blog out=outputs/imported/blog
     python scripts/import_hf.py hf=/models/gpt2 out=outputs/imported/gpt2 data/tokenizer=gpt2 data.split_unit=tokens
     python scripts/evaluate.py run_dir=outputs/imported/gpt2         # then score it, or sample from it:
-    python scripts/generate.py "ckpt='outputs/imported/gpt2/checkpoints/imported.ckpt'" greedy=true
+    tinygpt-generate outputs/imported/gpt2/checkpoints/imported.ckpt greedy=true
 
 Supported: LlamaForCausalLM, Qwen3ForCausalLM and GPT2LMHeadModel folders whose every setting tinygpt computes
 the same way (tinygpt/export/families.py); anything else is refused, naming the config.json field. Nothing is
