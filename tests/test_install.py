@@ -133,6 +133,26 @@ def test_an_installed_multirun_places_its_two_jobs_and_each_logs_its_lines(insta
         assert json.loads((job / "placement.json").read_text())["kind"] == "cpu"
         log = (job / "train.log").read_text()
         assert "[tinygpt][INFO] - placement: " in log and "[tinygpt][INFO] - dev bits per byte at step 2:" in log
+    # the sweep's report, as each job's next steps print it
+    [report] = {line.split("  #")[0].strip() for line in done.stdout.splitlines() if "  tinygpt-report " in line}
+    program, *arguments = shlex.split(report)
+    reported = run([installed / program, *arguments], tmp_path)
+    assert reported.returncode == 0, reported.stderr[-3000:]
+    assert (tmp_path / "outputs" / "sweeps" / "smoke" / "report.md").is_file()
+
+
+def test_the_python_api_from_the_wheel(installed, tmp_path, small_corpus):
+    script = (
+        "from tinygpt.api import compose, generate, load, train\n"
+        f"cfg = compose(['experiment=smoke', 'data=textfile', 'data.path={small_corpus}'])\n"
+        "record = train(cfg, 'runs/demo')\n"
+        "model, tokenizer = load('runs/demo/checkpoints/last.ckpt')\n"
+        "print(record['status'], len(generate(model, tokenizer, 'the', max_new_tokens=5, seed=0)))\n"
+    )
+    done = run([installed / "python", "-c", script], tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "finished 8"
+    assert "`Trainer.fit` stopped" in (tmp_path / "runs" / "demo" / "train.log").read_text()
 
 
 def test_an_experiment_and_a_preset_from_the_users_own_folder(installed, tmp_path, small_corpus):
