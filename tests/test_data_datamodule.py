@@ -214,8 +214,11 @@ def test_missing_file(tmp_path):
 
 def test_non_utf8_bytes_name_the_file_and_offset(tmp_path):
     (tmp_path / "latin1.txt").write_bytes("café au lait ".encode("latin-1") * 50)
-    with pytest.raises(DataError, match=r"latin1\.txt: not valid UTF-8 at byte offset 3 "):
+    with pytest.raises(DataError, match=r"latin1\.txt: not valid UTF-8 at byte offset 3 ") as refused:
         make(tmp_path, name="textfile", path="latin1.txt").setup()
+    # the advice converts the file in place: a copy beside it (doc.utf8.txt) would be read by the same glob
+    path = tmp_path / "latin1.txt"
+    assert f"`iconv -f latin1 -t utf-8 {path} > {path}.utf8 && mv {path}.utf8 {path}`" in str(refused.value)
 
 
 @pytest.mark.parametrize(
