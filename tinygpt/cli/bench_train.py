@@ -8,7 +8,7 @@
     python scripts/bench_train.py --set speed.malloc=system      # per-process switches: one process per value
     python scripts/bench_train.py --device cuda --shapes blog --precisions 32-true,bf16-mixed --no-plain
 
-Shapes (the issue's, as in ../shared/peers/shapes.py): `blog` (003's experiment: PEPs, characters, dropout
+Shapes (the peers kit's, ../shared/peers/shapes.py): `blog` (003's experiment: PEPs, characters, dropout
 0.2), `llama003` (Tiny Shakespeare, BPE 2,048, dropout 0), `nanogpt_d02` / `nanogpt_d0` (nanoGPT's
 architecture, characters, dropout 0.2 / 0), `since_gpt2` (000's 29M model, GPT-2 tokens, 16 x 128), and `smoke`
 (experiment=smoke's tiny model: the device check's --smoke mode, which exercises this script on a CPU).

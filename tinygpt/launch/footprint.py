@@ -16,7 +16,7 @@ A job's peak memory is its training state plus what one step keeps alive for the
   buffers, counted as ``CUDA_CONTEXT`` per process.
 The figure counts live tensors, and errs high: tests/test_sweep_packing.py holds it between 1x and 1.5x the peak
 a CPU process measures for the same step (the CPU has no context; everything else is the same allocation, made by
-the same code; measured 1.09x, 1.29x and 1.27x on its three shapes). What a device's allocator adds on top
+the same code). What a device's allocator adds on top
 (rounding, fragmentation) is left to the share of free memory that packing divides (tinygpt/launch/packing.py).
 """
 

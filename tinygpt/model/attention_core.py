@@ -6,9 +6,8 @@ mask and the dropout probability. Which kernel runs, how dropout's mask is drawn
 the core it built, so its forward has no speed branches. Every core computes the same attention; they differ in
 speed and in which random numbers dropout uses:
 
-- ``sdpa`` (the default): ``scaled_dot_product_attention`` with dropout inside it (torch's masks). It was 1.07x
-  the written-out softmax in a whole step on a 2-core CPU, and its CPU flash kernel about 4x the written-out
-  softmax at T 256, head 48 (docs/benchmarks/train.md).
+- ``sdpa`` (the default): ``scaled_dot_product_attention`` with dropout inside it (torch's masks): faster than the
+  written-out softmax in whole steps on a CPU, its flash kernel most of all (docs/benchmarks/train.md).
 - ``explicit``: while training with dropout, the softmax written out and its weights dropped (the same
   Bernoulli(1 - p) mask and 1/(1 - p) scale as ``F.dropout``): dropout is then ours to choose. Without dropout it
   is SDPA, exact attention either way.
@@ -19,8 +18,8 @@ built before it is moved.
 
 ``speed.attention_dtype`` under bf16/fp16 autocast: ``compute`` keeps autocast's dtype, ``float32`` runs the core in
 fp32 with autocast off (q, k, v cast up, the output cast back), ``auto`` fp32 when SDPA computes on a CPU (its CPU
-kernels ran slower in bf16: a whole bf16 step 1.03-1.17x with the fp32 core) and the compute dtype for the
-written-out softmax (0.75x in fp32) and on other devices. The projections stay in the compute dtype either way.
+kernels are slower in bf16 than in fp32) and the compute dtype for the written-out softmax (slower in fp32) and on
+other devices. The projections stay in the compute dtype either way.
 """
 
 from __future__ import annotations

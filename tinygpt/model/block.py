@@ -22,7 +22,7 @@ def to_autocast_dtype(x: torch.Tensor) -> torch.Tensor:
     Why: the residual stream and the norms stay in fp32 under bf16-mixed, and autocast casts a Linear's input
     at each Linear. A sublayer reads its input with several (q, k and v; SwiGLU's gate and up), so the same
     (B, T, d) activation was cast three or two times forward, and in backward each cast's bf16 gradient was
-    cast back to fp32 before they were summed (the "autocast copies" of the issue's bf16 profile). Casting
+    cast back to fp32 before they were summed (the "autocast copies" a bf16 profile shows). Casting
     once gives the Linears the very values they would have cast themselves, so the forward is unchanged to
     the bit; in backward the sublayer's input gradients are summed in bf16 before one cast, as they already
     were with fused projections (tests/test_speedups.py).

@@ -22,9 +22,9 @@ LEVELS = 1 << 16  # a 16-bit draw takes one of 65,536 values
 
 
 def resolved(impl: str, device: torch.device) -> str:
-    """speed.dropout's "auto": int16 on a CPU, where it measured 1.15-1.25x (fp32) and 1.47-1.67x (bf16) a whole
-    training step at dropout 0.2 (docs/benchmarks/train.md); torch's elsewhere, whose CUDA dropout is
-    one fused kernel that int16's three passes are not expected to beat (not measured: no GPU here)."""
+    """speed.dropout's "auto": int16 on a CPU, where whole training steps with dropout measured faster
+    (docs/benchmarks/train.md); torch's elsewhere, whose CUDA dropout is one fused kernel that int16's three
+    passes are not expected to beat (not measured on a GPU)."""
     if impl == "auto":
         return "int16" if device.type == "cpu" else "torch"
     return impl

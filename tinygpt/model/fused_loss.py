@@ -34,8 +34,7 @@ from tinygpt.common.errors import ConfigError
 # head through three matmuls, once for the logits, once for ∂h and once into ∂W, so at V = 50,257 the old
 # 166-token chunks spent as long reading and writing the 49 MiB head and its gradient as computing. And never
 # more than MAX_ELEMENTS (2**26, 256 MiB in fp32), which bounds the extra memory for large vocabularies and
-# widths. Measured on whole steps (docs/benchmarks/train.md): since_gpt2 1.08x in fp32 and 1.19x in
-# bf16 with 1,024 tokens against 166; llama003 (V = 2,048) 0.99-1.01x against the old 4,096.
+# widths. Chosen on whole-step timings of GPT-2's and a 2,048-token vocabulary (docs/benchmarks/train.md).
 BLOCK_ELEMENTS = 2**21
 TOKENS_PER_WIDTH = 4
 MAX_ELEMENTS = 2**26

@@ -41,7 +41,7 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 
     Each pair is a complex number x_2i + i·x_2i+1 multiplied by cos + i·sin: one elementwise complex product
     on a view of x, where writing the two real halves out and interleaving them again (torch.stack + flatten)
-    cost three extra copies of q and k per layer; forward and backward of RoPE ran about 5x faster
+    cost three extra copies of q and k per layer, which made RoPE's forward and backward several times slower
     (docs/benchmarks/train.md). The values are the same up to float rounding (tests/test_speedups.py).
     Computed in fp32 (complex64; there is no bf16 complex), as the real formula with fp32 cos/sin was, and
     returned in x's dtype.

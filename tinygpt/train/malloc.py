@@ -5,10 +5,9 @@ start, rising with the blocks freed to at most 32 MiB) with a fresh mmap and unm
 the top of its heap to the kernel whenever more than the trim threshold is free there. A training step allocates
 the same large tensors every step (a 4,096 × 2,048 fp32 block of logits is exactly 32 MiB; 000's 50,257 × 256
 gradients are 49 MiB), so every page of each of them is faulted in again, and zeroed by the kernel, every step.
-On this project's 2-core VM that costs more than the op that fills the tensor: a bf16 → fp32 copy of 32 MiB took
-11 ms against 2 ms with the memory kept, a log-softmax over it 25 ms against 6 ms. Raising both thresholds to
-1 GiB (`keep`) keeps freed blocks in the heap, where the next step's tensors reuse them: 000's model trained
-1.40x faster in bf16, the other benchmark shapes moved within the VM's noise (docs/benchmarks/train.md).
+On a small VM that can cost more than the op that fills the tensor. Raising both thresholds to 1 GiB (`keep`)
+keeps freed blocks in the heap, where the next step's tensors reuse them: 000's model trains faster in bf16, the
+other benchmark shapes within noise (the figures: docs/benchmarks/train.md).
 PyTorch's CPU tuning guide gets the same effect by preloading jemalloc or tcmalloc, which a
 `python scripts/train.py` cannot do for itself once it has started; mallopt(3) is glibc's own switch for it
 and takes effect for every later allocation.

@@ -10,10 +10,10 @@ ThroughputMonitor only knows GPU datasheet peaks and logs outside ``self.log`` (
 this small callback.
 
 The same measurement says when a half-precision run is a mistake on this machine: a CPU without native bf16
-(AVX2 only: no AVX512_BF16 or AMX) multiplies bf16 matrices about 50x slower than fp32, and every line of the run
-looks normal. Seen on a 2-core AVX2 EPYC: bf16 1.3 GFLOP/s against fp32 62-93, and 003's recipe in bf16-mixed at
-243 tokens/s, where the AVX-512 machine ran it at 9,093. So a half-precision run whose peak is measured also times
-an fp32 matmul (about 0.15 s more, only on that path) and warns once, with both figures, where its own is lower.
+(AVX2 only: no AVX512_BF16 or AMX) multiplies bf16 matrices tens of times slower than fp32, and every line of the
+run looks normal (docs/benchmarks/train.md has the machines' figures). So a half-precision run whose peak is
+measured also times an fp32 matmul (a fraction of a second, only on that path) and warns once, with both figures,
+where its own is lower.
 """
 
 from __future__ import annotations

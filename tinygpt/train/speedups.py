@@ -1,5 +1,8 @@
 """The training-speed switches (`speed.*` in conf/train.yaml): their names, allowed values and dispatch.
 
+Each default was chosen by whole-step timings on CPUs; the figures, machines and rounds are in
+docs/benchmarks/train.md, not here.
+
 Each switch changes how a step is computed, never what it computes beyond a stated tolerance
 (tests/test_speedups.py compares each with the plain path):
 - `loss`: "chunked" fuses the head with the cross-entropy over chunks of tokens, so the B×T×V logits are
@@ -9,38 +12,36 @@ Each switch changes how a step is computed, never what it computes beyond a stat
 - `attention`: how attention dropout is computed while training with dropout > 0 (model/attention_core.py):
   "sdpa" inside `scaled_dot_product_attention`, "explicit" as softmax weights dropped by F.dropout. The same
   distribution (a Bernoulli(1 - p) mask and 1/(1 - p) scaling), different random draws. Both cost several
-  times attention itself on a CPU; in a quiet whole-step A/B on nanoGPT's shape at dropout 0.2 sdpa was 1.07x
-  explicit, so sdpa is the default. It picks between torch's masks only: with `dropout` int16 (auto on a CPU)
-  attention dropout always takes the written-out softmax.
+  times attention itself on a CPU, where sdpa measured faster in whole steps, so it is the default. It picks
+  between torch's masks only: with `dropout` int16 (auto on a CPU) attention dropout always takes the written-out
+  softmax.
 - `attention_dtype`: the attention core's dtype under bf16/fp16 autocast (model/attention_core.py): "compute"
   (autocast's), "float32" (q, k, v cast up, autocast off, the output cast back), "auto" (the default): fp32 for
-  SDPA on a CPU, whose bf16 kernels were slower than its fp32 ones (a whole bf16 step 1.03x on llama003, 1.17x
-  on nanoGPT's shape at dropout 0, 1.10x on since_gpt2), and the compute dtype for the written-out softmax of
-  attention dropout (0.75x in fp32) and on other devices. More exact, not less: within bf16 rounding (tested).
+  SDPA on a CPU, whose bf16 kernels are slower than its fp32 ones, and the compute dtype for the written-out
+  softmax of attention dropout (slower in fp32) and on other devices. More exact, not less: within bf16 rounding
+  (tested).
 - `dropout`: where dropout masks come from (model/dropout.py): "torch" (F.dropout, or SDPA's own under
   attention=sdpa), or "int16", two masks' worth of 16-bit draws per random 32-bit word, the drop probability
   rounded to a multiple of 1/65,536 and the scale 1/(1 - that), so every expectation is kept; attention dropout
   then goes through the written-out softmax, with the scale applied to its (B, H, T, head) output. "auto" (the
-  default) is int16 on a CPU, where a whole step at dropout 0.2 measured 1.15-1.25x (fp32) and 1.47-1.67x
-  (bf16) torch's, and torch's on other devices (one fused CUDA kernel; not measured here).
+  default) is int16 on a CPU, where whole steps with dropout measured faster than with torch's masks, and torch's
+  on other devices (one fused CUDA kernel; not measured here).
 - `projections`: "fused" computes attention's q, k, v as one matmul and SwiGLU's gate and up as one, against
   the weights concatenated per forward (the parameters stay separate Linears: names and checkpoints unchanged);
   "separate" is one matmul per Linear. Loss and gradients agree to float rounding (tested, fp32 and bf16).
 - `compile`: `torch.compile` for training steps, by region: a GPT's transformer block is compiled once and
   that one graph serves every layer (regional compilation: the blocks share their code and take their
   parameters as inputs), so the cold start is one block's, not the whole trunk's; a family without blocks (the
-  LSTM) has its trunk compiled whole. Validation, evaluation and generation stay eager. On the project's CPU
-  the cold start is 15 s with an empty inductor cache and 3.5 s with a warm one (the trunk compiled whole: 26 s),
-  and it gains only on the Llama layout with no dropout (`llama003`: 1.05-1.07x in fp32, 1.13x in bf16); on
-  nanoGPT's and 000's layouts (LayerNorm, GELU) it is slower (0.93-0.98x) and with dropout no faster (003's
-  `blog`: 0.97-1.00x), so it is off by default (docs/benchmarks/train.md).
+  LSTM) has its trunk compiled whole. Validation, evaluation and generation stay eager. On a CPU it pays a cold
+  start of seconds and gains only on the Llama layout without dropout; on LayerNorm/GELU layouts and with dropout
+  it is no faster, so it is off by default.
 - `optimizer`: AdamW's implementation, "fused" (one kernel over all parameters; CPU and CUDA), "foreach"
   (batched tensor ops) or "for_loop" (torch's CPU default); the same update up to float rounding.
 - `malloc`: "keep" raises glibc's mmap and trim thresholds so freed tensors stay in the heap for the next step
   instead of being unmapped and faulted in again (tinygpt/train/malloc.py); "system" leaves glibc as it is;
   "auto" (the default) is keep where the C library is glibc. Nothing computed changes (bit-identical, tested);
-  since_gpt2's bf16 step ran 1.40x faster on the project's CPU, the other shapes within noise. Per process,
-  applied when the GPTModule is built.
+  it helps steps that free and reallocate large tensors (since_gpt2's). Per process, applied when the GPTModule
+  is built.
 - `tf32`: CUDA only: float32 matmuls on TF32 tensor cores (true) or in IEEE float32 (false, PyTorch's default).
 - `peak_flops`: not a switch but the MFU's denominator (FLOP/s in the run's precision; null: measured by the run).
 
