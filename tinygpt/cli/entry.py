@@ -33,38 +33,19 @@ from pathlib import Path
 from hydra.errors import ConfigCompositionException, HydraException, MissingConfigException, OverrideParseException
 
 from tinygpt.common.errors import ConfigError
+from tinygpt.common.say import fail
 from tinygpt.train.checkpoints import CheckpointError
 from tinygpt.train.run import in_multirun
 from tinygpt.train.runlock import RunFolderBusy
 from tinygpt.train.score_once import AlreadyScored
 
 USER_ERRORS = (ConfigError, CheckpointError, RunFolderBusy, AlreadyScored)
-EXIT_USER_ERROR = 2
-PREFIX = "[tinygpt] "
 # OSErrors that say where and why a file or folder could not be made or written: the user's path, not a bug
 PATH_ERRORS = (PermissionError, NotADirectoryError, IsADirectoryError, FileExistsError, FileNotFoundError)
 # Hydra's flags that take a value (a path after --config-dir is not a run folder)
 HYDRA_VALUE_FLAGS = {"--config-dir", "-cd", "--config-path", "-cp", "--config-name", "-cn", "--experimental-rerun"}
 # characters Hydra's override grammar reads as syntax in an unquoted value
 HYDRA_SYNTAX = re.compile(r"[=,\s'\"\[\]{}()\\]")
-
-
-class OneLine(SystemExit):
-    """Ends the program with exit status ``code`` after its one line was printed; ``str()`` is the line."""
-
-    def __init__(self, line: str, code: int = EXIT_USER_ERROR):
-        super().__init__(code)
-        self.line = line
-
-    def __str__(self) -> str:
-        return self.line
-
-
-def fail(message: str, verb: str = "error", code: int = EXIT_USER_ERROR) -> OneLine:
-    """Print ``[tinygpt] <verb>: message`` on one line of stderr; return the exit to raise."""
-    line = f"{PREFIX}{verb}: {' '.join(message.split())}"
-    print(line, file=sys.stderr, flush=True)
-    return OneLine(line, code)
 
 
 @contextmanager

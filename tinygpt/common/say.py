@@ -18,12 +18,35 @@ from pathlib import Path
 
 PREFIX = "[tinygpt] "
 LOGGER = logging.getLogger("tinygpt")
+EXIT_USER_ERROR = 2  # every program's status for a refused input (tinygpt/cli/entry.py)
 
 
 def say(message: str = "", *, prefix: bool = True, error: bool = False) -> None:
     """Print ``[tinygpt] message`` (stderr for an error) and log ``message`` for the job's log file."""
     print((PREFIX if prefix else "") + message, file=sys.stderr if error else sys.stdout, flush=True)
     LOGGER.log(logging.ERROR if error else logging.INFO, message)
+
+
+class OneLine(SystemExit):
+    """Ends the program with exit status ``code`` after its one line was printed; ``str()`` is the line."""
+
+    def __init__(self, line: str, code: int = EXIT_USER_ERROR):
+        super().__init__(code)
+        self.line = line
+
+    def __str__(self) -> str:
+        return self.line
+
+
+def fail(message: str, verb: str = "error", code: int = EXIT_USER_ERROR) -> OneLine:
+    """Print ``[tinygpt] <verb>: message`` on one line of stderr, and into the run's log file when there is one (a
+    logger without handlers would hand an error to Python's last-resort handler, a second line); return the exit
+    to raise."""
+    line = f"{verb}: {' '.join(message.split())}"
+    print(PREFIX + line, file=sys.stderr, flush=True)
+    if LOGGER.handlers:
+        LOGGER.error(line)
+    return OneLine(PREFIX + line, code)
 
 
 # the loggers a run's log file holds: tinygpt's lines and Lightning's (which do not propagate to the root)

@@ -12,12 +12,12 @@ in, the URL tried and how to point at a local copy: nothing is written. A sweep 
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from tinygpt.common.say import fail
 from tinygpt.common.typed import typed
 from tinygpt.data.config import DataConfig
 from tinygpt.data.corpus import open_corpus
@@ -38,8 +38,7 @@ class DataPreflight(Callback):
         try:
             check_data(config.data)
         except DataError as err:
-            print(f"[tinygpt] error: {err}", file=sys.stderr, flush=True)
-            sys.exit(2)
+            raise fail(str(err)) from None
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         self._check(config)

@@ -13,13 +13,13 @@ sweep's report of that job.
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from tinygpt.common.imports import import_modules
+from tinygpt.common.say import fail
 from tinygpt.data.errors import DataError
 from tinygpt.train.schema import ConfigError, RunConfig, parse_run_config, without_hydra
 from tinygpt.train.score_once import pre_registration
@@ -48,5 +48,4 @@ class ConfigPreflight(Callback):
         try:
             check_run_config(config)
         except (ConfigError, DataError) as err:
-            print(f"[tinygpt] error: {err}", file=sys.stderr, flush=True)
-            sys.exit(2)
+            raise fail(str(err)) from None
