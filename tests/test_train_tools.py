@@ -110,3 +110,20 @@ def test_csv_logger_writes_metrics_beside_tensorboard(tiny_cfg, tmp_path):
     header = rows[0].split(",")
     assert {"train/loss", "dev/bpb"} <= set(header)
     assert list((tmp_path / "tb").glob("events.out.tfevents.*"))
+
+
+def test_evaluate_finds_a_corpus_the_run_found_in_the_folder_it_started_in(small_corpus, tmp_path, monkeypatch):
+    """data.path=salad.txt from the corpus's folder reads ./salad.txt; evaluate, run from elsewhere, reads the
+    place the run recorded (run.json's data.corpus.location), not ./salad.txt there."""
+    from conftest import TINY_RUN, compose_train
+
+    from tinygpt.train.evaluate import evaluate
+    from tinygpt.train.run import train
+
+    monkeypatch.chdir(small_corpus.parent)
+    record = train(compose_train([*TINY_RUN, "data=textfile", f"data.path={small_corpus.name}"]), tmp_path / "run")
+    assert record["data"]["corpus"]["location"] == str(small_corpus.resolve())
+    assert record["data"]["corpus"]["found_in"] == "the current folder"
+    monkeypatch.chdir(tmp_path)
+    [row] = [r for r in evaluate(str(tmp_path / "run")) if r["checkpoint"].endswith("last.ckpt")]
+    assert row["bits_per_byte"] == pytest.approx(record["final"]["dev_bits_per_byte"], rel=1e-6)

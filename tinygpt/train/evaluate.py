@@ -14,6 +14,7 @@ from omegaconf import OmegaConf
 from tinygpt.common.errors import ConfigError, PathError
 from tinygpt.common.run_folder import checkpoint_files, checkpoints_dir, read_record, record_path
 from tinygpt.data import TextDataModule
+from tinygpt.data.sources import NAMED_CORPORA
 from tinygpt.metrics import score
 from tinygpt.train.checkpoints import load_model
 from tinygpt.train.score_once import check_request, held_out_scoring, record_scoring
@@ -48,6 +49,11 @@ def evaluate(
             "checkpoint must sit in its run's checkpoints/ folder (or give run_dir=<its run folder>)"
         )
     cfg = OmegaConf.create(record["config"])
+    found = ((record.get("data") or {}).get("corpus") or {}).get("location")
+    relative = not Path(cfg.data.path).expanduser().is_absolute()
+    if found and relative and cfg.data.name not in NAMED_CORPORA and Path(found).exists():
+        # where the run found its own corpus: a relative data.path may have meant the folder it was started in
+        cfg.data.path = found
     if split == "dev":
         return _score(run_dir, cfg, checkpoints, split, device)
     # every check before anything is scored or written, under the run folder's lock (refused while training)
