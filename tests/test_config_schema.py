@@ -115,3 +115,52 @@ def test_importing_the_package_registers_nothing_and_register_configs_registers_
         "[] False",
         "['tinygpt.choices', 'tinygpt.device_count', 'tinygpt.job_dir', 'tinygpt.parallel_jobs'] True",
     ]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "argv, jobs",
+    [
+        ([], 1),  # a single run: parsed by the preflight callback before Hydra writes, handed to train()
+        (["-m", "seed=0,1", "hydra/launcher=basic"], 2),  # a sweep: each job parsed once, where it starts
+    ],
+)
+def test_a_run_parses_its_config_once_and_converts_it_once_for_its_record(argv, jobs, tmp_path, monkeypatch):
+    """The composed config becomes the typed RunConfig once a run, and a plain dict once, for run.json: counted
+    through tinygpt-train's own entry point, in this process."""
+    import sys
+    from pathlib import Path
+
+    from omegaconf import OmegaConf
+
+    import tinygpt
+
+    from tinygpt.cli import train as program
+    from tinygpt.train import schema
+
+    parses, containers = [], []
+    typed, to_container = schema.typed, OmegaConf.to_container
+    package = Path(tinygpt.__file__).parent
+
+    def counting_typed(cls, values, *args, **kwargs):
+        if cls is RunConfig:
+            parses.append(cls)
+        return typed(cls, values, *args, **kwargs)
+
+    def counting_to_container(cfg, *args, **kwargs):  # tinygpt's own calls (not OmegaConf's or Hydra's inside)
+        caller = sys._getframe(1).f_code.co_filename
+        if OmegaConf.is_config(cfg) and OmegaConf.get_type(cfg) is RunConfig and package in Path(caller).parents:
+            containers.append(caller)
+        return to_container(cfg, *args, **kwargs)
+
+    monkeypatch.setattr(schema, "typed", counting_typed)
+    monkeypatch.setattr(OmegaConf, "to_container", counting_to_container)
+    where = "hydra.sweep.dir" if "-m" in argv else "hydra.run.dir"
+    monkeypatch.setattr(sys, "argv", ["tinygpt-train", *argv, "experiment=smoke", f"{where}={tmp_path}"])
+    monkeypatch.setenv("HYDRA_FULL_ERROR", "1")
+    try:
+        program.main()
+    except SystemExit as stop:
+        assert not stop.code, stop
+    assert len(list(tmp_path.rglob("run.json"))) == jobs
+    assert (len(parses), len(containers)) == (jobs, jobs), containers

@@ -21,6 +21,7 @@ from omegaconf import OmegaConf
 from tinygpt.launch import placement
 from tinygpt.launch.devices import cpu_cores, device_pool, is_device_list, parallel_jobs, requested_devices
 from tinygpt.launch.leases import acquire, try_acquire
+from tinygpt.train.schema import parse_run_config, without_hydra
 
 
 def test_leases_are_exclusive_and_go_to_the_lowest_free_device(tmp_path):
@@ -189,7 +190,7 @@ def hydra_job():
         cfg = compose_with_hydra(*overrides)
         cfg.hydra.mode = RunMode.MULTIRUN
         HydraConfig.instance().set_config(cfg)
-        return OmegaConf.masked_copy(cfg, [key for key in cfg if key != "hydra"])  # the task's config
+        return parse_run_config(without_hydra(cfg))  # the task's config, as train() reads it
 
     yield start
     HydraConfig.instance().cfg = None
@@ -202,7 +203,7 @@ def test_apply_placement_pins_the_leased_gpu(hydra_job, tmp_path):
     lease.index = 2  # as if GPUs 0 and 1 were taken by other jobs
     placement._current = placement.Placement(lease, "cuda", 2, 1, 1, tmp_path / "placement.json", {})
     pinned = placement.apply_placement(cfg)
-    assert list(pinned.trainer.devices) == [2] and cfg.trainer.devices == 1
+    assert list(pinned.trainer["devices"]) == [2] and cfg.trainer["devices"] == 1
     lease.release()
 
 
@@ -256,7 +257,7 @@ def test_a_packed_jobs_placement_names_its_device_and_slot_and_pins_that_gpu(hyd
     lease = try_acquire(tmp_path / "gpu", ["cuda-0.slot0", "cuda-1.slot0", "cuda-0.slot1", "cuda-1.slot1"])
     lease.index = 2  # cuda-0's second slot
     placement._current = placement.Placement(lease, "cuda", 0, 1, 1, tmp_path / "placement.json", {})
-    assert list(placement.apply_placement(cfg).trainer.devices) == [0]
+    assert list(placement.apply_placement(cfg).trainer["devices"]) == [0]
     lease.release()
 
 
@@ -279,7 +280,7 @@ def test_multi_device_jobs_may_run_in_a_sweep_where_slurm_starts_one_task_per_de
     monkeypatch.setenv("SLURM_NTASKS", "2")
     monkeypatch.setenv("SLURM_JOB_NAME", "train")
     cfg = hydra_job("trainer=ddp", "hydra/launcher=slurm")
-    assert placement.apply_placement(cfg).trainer.devices == 2
+    assert placement.apply_placement(cfg).trainer["devices"] == 2
     monkeypatch.setenv("SLURM_NTASKS", "1")  # one task for two devices: Lightning would start the other
     with pytest.raises(ValueError, match="#11300"):
         placement.apply_placement(cfg)
@@ -306,5 +307,5 @@ def test_a_mac_sweep_packs_its_jobs_on_the_one_mps_device(hydra_job, tmp_path, m
     lease = try_acquire(tmp_path, pool.names)
     placement._current = placement.Placement(lease, "mps", 0, 1, 1, tmp_path / "placement.json", {})
     pinned = placement.apply_placement(hydra_job())
-    assert (pinned.trainer.accelerator, pinned.trainer.devices) == ("mps", 1)
+    assert (pinned.trainer["accelerator"], pinned.trainer["devices"]) == ("mps", 1)
     lease.release()

@@ -18,6 +18,7 @@ from tinygpt.common.run_folder import DEV_BITS_PER_BYTE
 from tinygpt.common.say import say
 from tinygpt.launch.orphans import exit_if_orphaned
 from tinygpt.train.last_checkpoint import TrainingInterrupted
+from tinygpt.train.preflight import take_checked
 from tinygpt.train.run import train
 
 register_configs()  # the typed schemas (tinygpt/cli/config.py), before Hydra composes
@@ -28,7 +29,8 @@ register_configs()  # the typed schemas (tinygpt/cli/config.py), before Hydra co
 @task
 def main(cfg: DictConfig) -> float | None:
     try:
-        record = train(cfg, HydraConfig.get().runtime.output_dir)  # a user's mistake: one line (tinygpt/cli/entry.py)
+        # the run its preflight callback parsed (tinygpt/train/preflight.py); a user's mistake: one line (cli/entry.py)
+        record = train(cfg, HydraConfig.get().runtime.output_dir, take_checked())
     except TrainingInterrupted as stop:
         # A signal stops the whole command, a sweep too: Hydra's launchers record a job's exception and start
         # the next job, so an Exception would stop only the job that was running (a sweep killed with SIGTERM

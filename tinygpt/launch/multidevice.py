@@ -9,26 +9,26 @@ starts one process per device itself: SLURM with one task per device, or torchru
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 from hydra.types import RunMode
-from omegaconf import DictConfig
 
 from tinygpt.common.errors import ConfigError
 from tinygpt.launch.devices import CUDA_ACCELERATORS, cuda_device_count, requested_devices
 
 
-def refuse_multi_device_jobs_in_sweep(mode: RunMode, trainer: DictConfig) -> None:
+def refuse_multi_device_jobs_in_sweep(mode: RunMode, trainer: Mapping) -> None:
     """Raises ValueError for a multirun job that asks for several devices whose processes Lightning would
     start itself (see the module docstring)."""
     if mode != RunMode.MULTIRUN:
         return
-    count = requested_devices(trainer.devices)
+    count = requested_devices(trainer["devices"])
     if count is None:
-        count = max(cuda_device_count(), 1) if str(trainer.accelerator) in CUDA_ACCELERATORS else 1
+        count = max(cuda_device_count(), 1) if str(trainer["accelerator"]) in CUDA_ACCELERATORS else 1
     if count <= 1 or processes_started_externally(count * int(trainer.get("num_nodes", 1))):
         return
     raise ConfigError(
-        f"trainer.devices={trainer.devices} in a multirun: one sweep job runs on one device (Lightning would "
+        f"trainer.devices={trainer['devices']} in a multirun: one sweep job runs on one device (Lightning would "
         "start the extra DDP processes by rerunning the whole sweep command, Lightning #11300). Use "
         "trainer=ddp for a single run (no -m), or hydra/launcher=slurm with one SLURM task per device "
         "(docs/sweeps.md)."

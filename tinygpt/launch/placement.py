@@ -20,18 +20,18 @@ Placement only acts in a multirun under the placement launcher, and only for job
 
 from __future__ import annotations
 
-import copy
 import os
 import tempfile
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
 
 from tinygpt.common.files import write_json_atomic
 from tinygpt.common.run_folder import is_finished_and_skipped, placement_path, read_record
@@ -41,6 +41,8 @@ from tinygpt.launch.leases import Lease, acquire
 from tinygpt.launch.multidevice import refuse_multi_device_jobs_in_sweep
 from tinygpt.launch.orphans import die_with_parent, exit_if_orphaned
 from tinygpt.launch.packing import AUTO, PLAN, decide, job_footprint, jobs_per_device, write_plan
+
+R = TypeVar("R")  # a parsed run (tinygpt/train/schema.py's RunConfig: this package stands below it)
 
 PLACEMENT_LAUNCHER = "placement"  # the option of hydra/launcher that turns placement on
 
@@ -74,13 +76,13 @@ def parallel_jobs_of(n_jobs: int) -> int:
     return n_jobs if n_jobs > 0 else max(1, (os.cpu_count() or 1) + 1 + n_jobs)
 
 
-def placement_applies(hydra: DictConfig, trainer: DictConfig) -> bool:
-    """hydra: the job's ``hydra`` node; trainer: its ``trainer`` node."""
+def placement_applies(hydra: DictConfig, trainer: Mapping) -> bool:
+    """hydra: the job's ``hydra`` node; trainer: its Trainer arguments (the ``trainer`` node, or a parsed run's)."""
     return (
         hydra.mode == RunMode.MULTIRUN
         and hydra.runtime.choices.get("hydra/launcher") == PLACEMENT_LAUNCHER
-        and not is_device_list(trainer.devices)
-        and requested_devices(trainer.devices) == 1
+        and not is_device_list(trainer["devices"])
+        and requested_devices(trainer["devices"]) == 1
     )
 
 
@@ -190,30 +192,28 @@ def current() -> Placement | None:
     return _current
 
 
-def apply_placement(cfg: DictConfig) -> DictConfig:
-    """Called by ``train()``: ``cfg`` with ``trainer.devices=[i]`` when this sweep job leased a slot of CUDA device
-    i (``trainer.accelerator=mps`` for a slot of Apple's GPU), ``cfg`` itself otherwise (no placement, or a CPU /
-    simulated lease: those set threads, not the device).
+def apply_placement(run: R) -> R:
+    """Called by ``train()`` with the parsed run: the run with ``trainer.devices=[i]`` when this sweep job leased a
+    slot of CUDA device i (``trainer.accelerator=mps`` for a slot of Apple's GPU), the run itself otherwise (no
+    placement, or a CPU / simulated lease: those set threads, not the device).
     Fails the job when it asks for several devices inside a multirun, or when placement should have leased
     it a device and did not (then it could share a GPU)."""
     if not HydraConfig.initialized():
-        return cfg  # called outside a Hydra job (tests, notebooks)
+        return run  # called outside a Hydra job (tests, notebooks)
     hydra = HydraConfig.get()
-    refuse_multi_device_jobs_in_sweep(hydra.mode, cfg.trainer)
-    if placement_applies(hydra, cfg.trainer) and _current is None and not _skipping:
+    refuse_multi_device_jobs_in_sweep(hydra.mode, run.trainer)
+    if placement_applies(hydra, run.trainer) and _current is None and not _skipping:
         raise RuntimeError(
             "automatic placement found no device lease for this job (see the DevicePlacement "
             "warning above); run with hydra/launcher=basic to train without placement"
         )
     if _current is None or _current.kind not in ("cuda", "mps"):
-        return cfg
-    pinned = copy.deepcopy(cfg)
-    with open_dict(pinned):
-        if _current.kind == "cuda":
-            pinned.trainer.devices = [_current.device]
-        else:  # Apple's GPU: one device, which every packed job of the sweep shares
-            pinned.trainer.accelerator, pinned.trainer.devices = "mps", 1
-    return pinned
+        return run
+    if _current.kind == "cuda":
+        pinned = {"devices": [_current.device]}
+    else:  # Apple's GPU: one device, which every packed job of the sweep shares
+        pinned = {"accelerator": "mps", "devices": 1}
+    return replace(run, trainer={**run.trainer, **pinned})
 
 
 def _write(placement: Placement) -> None:

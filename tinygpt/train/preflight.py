@@ -6,6 +6,9 @@ But on the command line Hydra makes the job's folder, its ``.hydra/`` and its ``
 function runs; so the same check also runs as a Hydra callback (``hydra.callbacks.config_preflight``), in
 ``on_run_start``, before Hydra's job begins, as the data root's check does (tinygpt/data/preflight.py).
 
+The config is parsed once a run: the callback keeps what it parsed (``take_checked``), and the program hands it to
+``train()``, which parses only a config that nothing has parsed yet (a Python caller's, a sweep job's).
+
 Single runs only: a multirun's base config is not any job's (``seed=1,2,3`` is swept in later: the base's seed
 need not be a registered one), so each sweep job is checked by ``train()`` when it starts, and a refusal is the
 sweep's report of that job.
@@ -16,13 +19,16 @@ from __future__ import annotations
 from typing import Any
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from tinygpt.common.imports import import_modules
 from tinygpt.common.say import fail
 from tinygpt.data.errors import DataError
-from tinygpt.train.schema import ConfigError, RunConfig, parse_run_config, without_hydra
-from tinygpt.train.score_once import pre_registration
+from tinygpt.train.schema import ConfigError, RunConfig, parse_run_config
+from tinygpt.train.score_once import check_score_once
+
+# the run this process's single run was parsed into by ConfigPreflight, until the program takes it
+_checked: list[RunConfig] = []
 
 
 def import_custom(cfg: DictConfig) -> None:
@@ -39,13 +45,28 @@ def check_run_config(cfg: DictConfig) -> RunConfig:
     against it under the run's lock (tinygpt/train/run.py)."""
     import_custom(cfg)  # parts of the user's own register themselves (tinygpt/common/imports.py)
     run = parse_run_config(cfg)
-    pre_registration(OmegaConf.to_container(without_hydra(cfg), resolve=True))
+    once = run.score_once
+    check_score_once(
+        list(once.steps),
+        once.recipe,
+        list(once.seeds),
+        run.seed,
+        run.trainer["max_steps"],
+        run.checkpoint.keep_every_n_steps,
+    )
     return run
+
+
+def take_checked() -> RunConfig | None:
+    """The run ConfigPreflight parsed for this process's single run, once; None where it parsed none (a
+    multirun's job, a Python caller, the callback left out of ``hydra.callbacks``)."""
+    return _checked.pop() if _checked else None
 
 
 class ConfigPreflight(Callback):
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        _checked.clear()
         try:
-            check_run_config(config)
+            _checked.append(check_run_config(config))
         except (ConfigError, DataError) as err:
             raise fail(str(err)) from None

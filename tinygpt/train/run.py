@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import math
 import shlex
 from dataclasses import replace
@@ -15,7 +14,7 @@ from hydra.utils import instantiate
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
 
 from tinygpt.common.run_folder import (
     DEV_BITS_PER_BYTE,
@@ -45,7 +44,7 @@ from tinygpt.train.preflight import check_run_config
 from tinygpt.train.record import RunRecord
 from tinygpt.train.runlock import RunFolderBusy, lock_run
 from tinygpt.train.sampling import TextSampler
-from tinygpt.train.schema import ConfigError, RunConfig
+from tinygpt.train.schema import ConfigError, RunConfig, without_hydra
 from tinygpt.train.score_once import check_pre_registration, pre_registration
 from tinygpt.train.speed import SpeedMonitor
 
@@ -154,29 +153,35 @@ def build_module(run: RunConfig, datamodule: TextDataModule, speed: DeviceSettin
     )
 
 
-def resolve_precision(cfg: DictConfig) -> tuple[DictConfig, DeviceChoice]:
-    """``cfg`` with ``trainer.precision=auto`` replaced by the device's precision (tinygpt/launch/precision.py),
+def resolve_precision(run: RunConfig) -> tuple[RunConfig, DeviceChoice]:
+    """``run`` with ``trainer.precision=auto`` replaced by the device's precision (tinygpt/launch/precision.py),
     and the choice; the run records and pre-registers the resolved value."""
-    device = choose(cfg.trainer.accelerator, cfg.trainer.precision)
-    if str(cfg.trainer.precision) == device.precision:
-        return cfg, device
-    resolved = copy.deepcopy(cfg)
-    with open_dict(resolved):
-        resolved.trainer.precision = device.precision
-    return resolved, device
+    device = choose(run.trainer["accelerator"], run.trainer["precision"])
+    if str(run.trainer["precision"]) == device.precision:
+        return run, device
+    return replace(run, trainer={**run.trainer, "precision": device.precision}), device
+
+
+def recorded_config(cfg: DictConfig, run: RunConfig) -> dict:
+    """The config as run.json records it: as composed, the values as the user wrote them (``data.fraction=1/8``,
+    not the 0.125 the typed run reads), so that runs of every version pair and resume alike; and the Trainer's
+    arguments as this run placed and resolved them."""
+    return {**OmegaConf.to_container(without_hydra(cfg), resolve=True), "trainer": dict(run.trainer)}
 
 
 def in_multirun() -> bool:
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
-def train(cfg: DictConfig, run_dir: str | Path) -> dict:
-    run = check_run_config(cfg)  # the typed tree the run reads, every value checked before anything is written
+def train(cfg: DictConfig, run_dir: str | Path, run: RunConfig | None = None) -> dict:
+    """Train the composed ``cfg`` into ``run_dir``; ``run``: ``cfg`` as already parsed and checked (tinygpt-train's
+    preflight callback parses it before Hydra writes the job's folder), else parsed here. The typed run is what
+    the code below reads; ``cfg`` itself is read once more, only as run.json's record of it."""
+    run = run or check_run_config(cfg)  # every value checked before anything is written
     if run.trial is not None and not (HydraConfig.initialized() and in_search(HydraConfig.get())):
         raise ConfigError(f"{TRIAL_KEY}={run.trial}: set by a search's sweeper (-m hparams_search=...), not by hand")
-    cfg = apply_placement(cfg)  # sweep jobs: the GPU leased to this job; no multi-device jobs (tinygpt/launch)
-    cfg, device = resolve_precision(cfg)  # trainer.precision=auto: per device, recorded as resolved
-    run = replace(run, trainer=OmegaConf.to_container(cfg.trainer, resolve=True))  # as placed and resolved
+    run = apply_placement(run)  # sweep jobs: the GPU leased to this job; no multi-device jobs (tinygpt/launch)
+    run, device = resolve_precision(run)  # trainer.precision=auto: per device, recorded as resolved
     speed = device_speed(run, device.kind)  # each speed switch on this device (tinygpt/train/device_settings.py)
     device_settings.apply(speed)  # TF32, and cuBLAS's deterministic workspace, before any matmul of this run
     # progress: a bar on a terminal, one line every N steps in a log (tinygpt/train/console.py); checked first
@@ -205,8 +210,9 @@ def _train(
     cfg: DictConfig, run: RunConfig, run_dir: Path, progress: list, device: DeviceChoice, speed: DeviceSettings
 ) -> dict:
     previous = read_record(run_dir)
+    written = recorded_config(cfg, run)
     # score once: the held-out scoring step(s) and recipe, checked against what a resumed run registered
-    registration = check_pre_registration(previous, pre_registration(OmegaConf.to_container(cfg, resolve=True)))
+    registration = check_pre_registration(previous, pre_registration(written))
     if is_finished_and_skipped(previous, run.resume, run.ckpt_path):
         say(
             f"{run_dir} already finished (best dev bpb {previous.get('best', {}).get(DEV_BITS_PER_BYTE)}); "
@@ -246,7 +252,7 @@ def _train(
     record = RunRecord(
         run_dir,
         {
-            "config": OmegaConf.to_container(cfg, resolve=True),
+            "config": written,
             "parameters": n_params,
             "data": datamodule.describe(),
             "run_dir": str(run_dir),

@@ -78,20 +78,17 @@ def recipe_switches(config: Mapping) -> dict:
     return {k: v for k, v in flatten(config).items() if not any(k == p or k.startswith(p + ".") for p in NOT_RECIPE)}
 
 
-def pre_registration(config: Mapping) -> dict | None:
-    """What run.json records under ``score_once`` for this config, or None when it pre-registers nothing.
-    Checks the steps first (positive integers, at most trainer.max_steps, each with a checkpoint to score)."""
-    node = config.get("score_once") or {}
-    steps, recipe = list(node.get("steps") or []), node.get("recipe")
+def check_score_once(steps: list, recipe: str | None, seeds: list, seed: int, max_steps: int, keep: int | None) -> None:
+    """The pre-registration's own checks (``score_once.*`` against the run's seed, ``trainer.max_steps`` and
+    ``checkpoint.keep_every_n_steps``): raises ConfigError naming the field. Called where a run's config is
+    parsed (tinygpt/train/preflight.py), before anything is written."""
     if not steps:
         if recipe:
             raise ConfigError(
                 f"score_once.recipe={recipe!r} is given without score_once.steps: pre-register the "
                 "held-out scoring step(s) too, e.g. score_once.steps=[4000]"
             )
-        return None
-    max_steps = config["trainer"]["max_steps"]
-    keep = (config.get("checkpoint") or {}).get("keep_every_n_steps")
+        return
     for step in steps:
         if not (isinstance(step, int) and not isinstance(step, bool) and 0 < step <= max_steps):
             raise ConfigError(
@@ -105,12 +102,22 @@ def pre_registration(config: Mapping) -> dict | None:
             )
     if len(set(steps)) != len(steps):
         raise ConfigError(f"score_once.steps={steps} is not allowed: a step is listed twice")
-    seeds = list(node.get("seeds") or [])
-    if seeds and config.get("seed") not in seeds:
+    if seeds and seed not in seeds:
         raise ConfigError(
-            f"seed={config.get('seed')} is not one of the recipe's pre-registered score_once.seeds={seeds}: the "
+            f"seed={seed} is not one of the recipe's pre-registered score_once.seeds={seeds}: the "
             "seeds to score are fixed with the recipe, so another seed cannot be tried and kept"
         )
+
+
+def pre_registration(config: Mapping) -> dict | None:
+    """What run.json records under ``score_once`` for a run's recorded config (the plain dict run.json keeps),
+    or None when it pre-registers nothing; checked first (``check_score_once``)."""
+    node = config.get("score_once") or {}
+    steps, recipe, seeds = list(node.get("steps") or []), node.get("recipe"), list(node.get("seeds") or [])
+    keep = (config.get("checkpoint") or {}).get("keep_every_n_steps")
+    check_score_once(steps, recipe, seeds, config.get("seed"), config["trainer"]["max_steps"], keep)
+    if not steps:
+        return None
     registration = {"steps": sorted(steps), "recipe": recipe, "switches": recipe_switches(config)}
     return {**registration, **({"seeds": seeds} if seeds else {}), "registered_at": now()}
 
