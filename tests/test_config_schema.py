@@ -134,7 +134,6 @@ def test_a_run_parses_its_config_once_and_converts_it_once_for_its_record(argv, 
     from omegaconf import OmegaConf
 
     import tinygpt
-
     from tinygpt.cli import train as program
     from tinygpt.train import schema
 
