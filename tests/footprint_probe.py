@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from tinygpt.model import build_model
-from tinygpt.model.fused_loss import linear_cross_entropy
+from tinygpt.model.kernels import linear_cross_entropy
 from tinygpt.train.speedups import SpeedConfig, implementation
 
 libc = ctypes.CDLL(None)

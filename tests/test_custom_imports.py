@@ -23,7 +23,7 @@ MY_PARTS = '''
 import torch
 from torch import nn
 
-from tinygpt.model.mlp import MLPS
+from tinygpt.model.gpt import MLPS
 from tinygpt.model.position import POSITIONS, Positions
 from tinygpt.train.schedules import SCHEDULES
 

@@ -24,8 +24,7 @@ from model_variants import VARIANTS
 
 from tinygpt.common.run_folder import DEV_BITS_PER_BYTE
 from tinygpt.model import GPT, GPTConfig, generate
-from tinygpt.model.dropout import dropout
-from tinygpt.model.fused_loss import linear_cross_entropy
+from tinygpt.model.kernels import dropout, linear_cross_entropy
 from tinygpt.train.run import train
 
 ROOT = Path(__file__).resolve().parents[1]

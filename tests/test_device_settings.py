@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from tinygpt.model.attention import CausalSelfAttention
-from tinygpt.model.dropout import Dropout
+from tinygpt.model.gpt import CausalSelfAttention
+from tinygpt.model.kernels import Dropout
 from tinygpt.train import device_settings
 from tinygpt.train.device_settings import CUBLAS_DETERMINISTIC, exactness, resolve
 from tinygpt.train.run import build_datamodule, build_module, device_speed

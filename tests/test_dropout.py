@@ -7,11 +7,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import tinygpt.model.attention_core as attention_core
-import tinygpt.model.dropout as dropout_module
+import tinygpt.model.kernels as attention_core
+import tinygpt.model.kernels as dropout_module
 from tinygpt.model import GPT, GPTConfig
-from tinygpt.model.dropout import LEVELS, dropout, int16_keep_mask, resolved
 from tinygpt.model.implementation import Implementation
+from tinygpt.model.kernels import LEVELS, dropout, int16_keep_mask, resolved
 from tinygpt.model.lstm import CharLSTM, LSTMConfig
 from tinygpt.train.speedups import SpeedConfig, implementation
 

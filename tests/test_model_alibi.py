@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from tinygpt.model import GPT, GPTConfig, KVCache
-from tinygpt.model.attention import CausalSelfAttention
+from tinygpt.model.gpt import CausalSelfAttention
 from tinygpt.model.position import POSITIONS, ALiBiPositions, alibi_slopes
 from tinygpt.train.run import train
 

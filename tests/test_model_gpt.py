@@ -175,7 +175,7 @@ def test_each_gelu_mlp_computes_its_own_form(mlp, approximate):
     MLP is exactly its F.gelu, and the two differ where the forms do (4.7e-4 at x = 2.7)."""
     from torch import nn
 
-    from tinygpt.model.mlp import make_mlp
+    from tinygpt.model.gpt import make_mlp
 
     layer = make_mlp(GPTConfig(d_model=8, n_heads=2, mlp=mlp))
     layer.fc, layer.proj = nn.Identity(), nn.Identity()

@@ -6,8 +6,7 @@ import pytest
 import torch
 
 from tinygpt.model import GPTConfig, kv_cache_bytes_per_token
-from tinygpt.model.mlp import GeluMLP, MoE, SwiGLU, load_balancing_loss, route
-from tinygpt.model.norm import NORMS, RMSNorm
+from tinygpt.model.gpt import NORMS, GeluMLP, MoE, RMSNorm, SwiGLU, load_balancing_loss, route
 from tinygpt.model.position import apply_rope, rope_angles
 
 KiB, MiB, GiB = 2**10, 2**20, 2**30

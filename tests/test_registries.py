@@ -15,10 +15,9 @@ from tinygpt.data.errors import DataError
 from tinygpt.data.sources import NAMED_CORPORA
 from tinygpt.data.tokenizers import TOKENIZERS, BytesTokenizer, TokenizerKind, tokenizer_from_json
 from tinygpt.model import FAMILIES, GPT, GPTConfig, build_model, family_of
-from tinygpt.model.attention_core import CORES, SDPACore
+from tinygpt.model.gpt import MLPS, NORMS
 from tinygpt.model.implementation import Implementation
-from tinygpt.model.mlp import MLPS
-from tinygpt.model.norm import NORMS
+from tinygpt.model.kernels import CORES, SDPACore
 from tinygpt.model.position import POSITIONS, Positions
 from tinygpt.train.optim import OptimConfig
 from tinygpt.train.schedules import SCHEDULES, lr_multiplier

@@ -9,13 +9,13 @@ import torch
 import torch.nn.functional as F
 from test_train_run import train_losses
 
-import tinygpt.model.attention_core as attention_core
+import tinygpt.model.kernels as attention_core
 from tinygpt.model import GPT, GPTConfig
-from tinygpt.model.fused_loss import auto_chunk, linear_cross_entropy
 from tinygpt.model.generate import generate
 from tinygpt.model.implementation import Implementation
+from tinygpt.model.kernels import auto_chunk, linear_cross_entropy
 from tinygpt.train.module import GPTModule
-from tinygpt.train.optim import OptimConfig, build_optimizer
+from tinygpt.train.optim import OptimConfig
 from tinygpt.train.run import train
 from tinygpt.train.speedups import SpeedConfig, implementation, optimizer_flags
 
@@ -166,7 +166,7 @@ def test_adamw_implementations_give_the_for_loop_update(impl):
     def run(flags):
         torch.manual_seed(0)
         model = GPT(GPTConfig(**TINY))
-        optimizer, _ = build_optimizer(model, OptimConfig(warmup_steps=0), 10, flags)
+        optimizer, _ = OptimConfig(warmup_steps=0).build(model, 10, flags)
         for step in range(3):
             idx = torch.randint(0, 61, (2, 24), generator=torch.Generator().manual_seed(step))
             F.cross_entropy(model(idx).logits.flatten(0, 1), idx.roll(-1, 1).flatten()).backward()
@@ -349,13 +349,13 @@ def _formula_rms_norm(x, weight, eps):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_rmsnorm_written_out_backward_gives_the_formulas_values_and_gradients(dtype):
-    """tinygpt/model/norm.py's _RMSNormFunction against autograd through the formula, on (B, T, d) input and
+    """tinygpt/model/gpt.py's _RMSNormFunction against autograd through the formula, on (B, T, d) input and
     on a non-contiguous (B, T, heads, head_dim) view as QK-norm gets it. fp32: to 1e-5 relative (rsqrt
     against a division by sqrt). bf16 input: the values and the gain's gradient at bf16's tolerance; x's
     gradient against the exact one (the formula on x in fp32), within bf16 rounding of its largest entry: the
     formula's autograd rounds g·w to bf16 before the norm's backward (its type_as), the written-out backward
     keeps it in fp32 and rounds once at the end, so the two differ by more than either differs from exact."""
-    from tinygpt.model.norm import RMSNorm
+    from tinygpt.model.gpt import RMSNorm
 
     torch.manual_seed(0)
     norm = RMSNorm(16, eps=1e-6)
@@ -410,7 +410,7 @@ def test_rope_returns_the_projections_gradients_without_a_copy(qk_norm):
     k's gradients to the projections in their own (B, T, width) memory order, where RoPE on the transposed views
     returned them in (B, heads, T) order and each cost one copy per layer. The values are checked against the
     reference formula by the RoPE and export tests."""
-    from tinygpt.model.attention import CausalSelfAttention
+    from tinygpt.model.gpt import CausalSelfAttention
     from tinygpt.model.position import rope_angles
 
     torch.manual_seed(0)
@@ -516,12 +516,12 @@ class _CastCounter(torch.utils._python_dispatch.TorchDispatchMode):
 def test_under_bf16_autocast_each_sublayer_input_is_cast_once_and_the_forward_is_unchanged(
     variant, prenorm, monkeypatch
 ):
-    """tinygpt/model/block.py's to_autocast_dtype: one cast of each sublayer's (B, T, d) input (two per block)
+    """tinygpt/model/gpt.py's to_autocast_dtype: one cast of each sublayer's (B, T, d) input (two per block)
     where autocast's Linears made one per projection (q, k, v; SwiGLU's gate and up), the same logits to the
     bit, and gradients within bf16 rounding (2% of each gradient's largest entry, as for fused projections)."""
     from model_variants import VARIANTS
 
-    import tinygpt.model.block as block
+    import tinygpt.model.gpt as block
 
     torch.manual_seed(0)
     model = GPT(GPTConfig(**{**TINY, **VARIANTS[variant], "prenorm": prenorm}))

@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 
 from tinygpt.model import GPTConfig, build_model
 from tinygpt.train.checkpoints import check_resumable
-from tinygpt.train.optim import OptimConfig, build_optimizer
+from tinygpt.train.optim import OptimConfig
 from tinygpt.train.schema import ConfigError, parse_run_config
 
 
@@ -42,7 +42,7 @@ def test_decay_on_all_decays_norms_and_biases_too():
     vectors = {id(p) for p in model.parameters() if p.dim() < 2}
     assert vectors  # norm gains and biases exist
     for decay_on, decayed_vectors in (("all", True), ("matrices", False)):
-        optimizer, _ = build_optimizer(model, OptimConfig(weight_decay=0.01, decay_on=decay_on), 10)
+        optimizer, _ = OptimConfig(weight_decay=0.01, decay_on=decay_on).build(model, 10)
         decayed = {id(p) for group in optimizer.param_groups if group["weight_decay"] > 0 for p in group["params"]}
         assert (vectors <= decayed) is decayed_vectors and (not vectors & decayed) is (not decayed_vectors)
         assert len(decayed) == (
@@ -53,9 +53,7 @@ def test_decay_on_all_decays_norms_and_biases_too():
         bias = torch.nn.Parameter(torch.ones(4))
         holder = torch.nn.Module()
         holder.bias = bias
-        optimizer, _ = build_optimizer(
-            holder, OptimConfig(lr=0.1, weight_decay=0.5, warmup_steps=0, decay_on=decay_on), 10
-        )
+        optimizer, _ = OptimConfig(lr=0.1, weight_decay=0.5, warmup_steps=0, decay_on=decay_on).build(holder, 10)
         bias.grad = torch.zeros(4)
         optimizer.step()
         assert bool((bias.detach() < 1).all()) is moves

@@ -13,18 +13,16 @@ import torch
 
 from tinygpt.model import GPT, GPTConfig
 from tinygpt.train.checkpoints import CheckpointError, read_checkpoint
-from tinygpt.train.optim import OptimConfig, build_optimizer
+from tinygpt.train.optim import OptimConfig
 from tinygpt.train.run import train
 from tinygpt.train.schedules import lr_multiplier
 
 
 def lr_per_step(schedule: str, total: int, warmup: int = 4, min_lr_ratio: float = 0.1) -> list[float]:
     """The learning rate each optimizer step 1..total runs at, from the optimizer and scheduler as built."""
-    optimizer, scheduler = build_optimizer(
-        torch.nn.Linear(2, 2),
-        OptimConfig(lr=1e-3, warmup_steps=warmup, schedule=schedule, min_lr_ratio=min_lr_ratio),
-        total,
-    )
+    optimizer, scheduler = OptimConfig(
+        lr=1e-3, warmup_steps=warmup, schedule=schedule, min_lr_ratio=min_lr_ratio
+    ).build(torch.nn.Linear(2, 2), total)
     rates = []
     for _ in range(total):
         rates.append(optimizer.param_groups[0]["lr"])
@@ -122,7 +120,7 @@ def test_weight_decay_shrinks_matrices_and_leaves_norms_and_biases_alone():
             vocab_size=11, context_length=8, d_model=16, n_layers=1, n_heads=2, norm="layernorm", bias=True, mlp="gelu"
         )
     )
-    optimizer, _ = build_optimizer(model, OptimConfig(lr=0.1, weight_decay=0.5, warmup_steps=0), 10)
+    optimizer, _ = OptimConfig(lr=0.1, weight_decay=0.5, warmup_steps=0).build(model, 10)
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
     for p in model.parameters():
         p.grad = torch.zeros_like(p)  # no gradient: only weight decay moves a parameter

@@ -46,7 +46,6 @@ from tinygpt.cli.entry import entry
 from tinygpt.model.families import flops_per_token
 from tinygpt.train import device_settings
 from tinygpt.train.module import GPTModule
-from tinygpt.train.optim import build_optimizer
 from tinygpt.train.provenance import device_name
 from tinygpt.train.run import build_datamodule, build_module, device_speed
 from tinygpt.train.schema import parse_run_config
@@ -109,9 +108,7 @@ class StepTimes(L.Callback):
 def plain_loop(module: GPTModule, batches, steps: int, precision: str, device: str) -> tuple[float, list[float]]:
     """What the Trainer does, by hand: loss (module.compute_loss), backward, clip, AdamW, schedule."""
     model = module.to(device).train()
-    optimizer, schedule = build_optimizer(
-        module.model, module.optim_config, steps, optimizer_flags(module.speed_config)
-    )
+    optimizer, schedule = module.optim_config.build(module.model, steps, optimizer_flags(module.speed_config))
     autocast = torch.autocast(device, dtype=torch.bfloat16, enabled=precision == "bf16-mixed")
     synchronize(device)
     start, ends = time.perf_counter(), []

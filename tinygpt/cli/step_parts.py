@@ -9,7 +9,7 @@ optimizer step (with clipping), and MFU, for each tokenizer asked for (the conso
 Each part is timed on its own clock around the same calls the training loop makes (on a GPU, after a
 synchronize), averaged over --steps after --warmup: the loss is GPTModule.compute_loss, so every speed.*
 switch applies as in training, under bf16 autocast when trainer.precision is bf16-mixed; the optimizer is
-build_optimizer with speed.optimizer's implementation, and clipping happens only where optim.grad_clip is
+OptimConfig.build with speed.optimizer's implementation, and clipping happens only where optim.grad_clip is
 above 0, as the Trainer does it. MFU = tokens/s x (6N + 12·L·T·D) / the machine's peak: speed.peak_flops if
 set, else a matmul timed in this process in the run's compute dtype (tinygpt/train/speed.py). Speed is
 measured here, never in tests; figures taken on a loaded machine are not figures.
@@ -28,7 +28,6 @@ from tinygpt.cli import bench_train
 from tinygpt.cli.entry import entry
 from tinygpt.launch.precision import choose
 from tinygpt.model import families
-from tinygpt.train.optim import build_optimizer
 from tinygpt.train.run import build_datamodule, build_module
 from tinygpt.train.speed import compute_dtype, matmul_peak
 from tinygpt.train.speedups import optimizer_flags
@@ -49,7 +48,7 @@ def time_parts(overrides: list[str], steps: int, warmup: int, device: str) -> di
     precision = choose(run.trainer["accelerator"], run.trainer["precision"]).precision  # auto: the device's
     module = module.to(device).train()
     model, optim = module.model, run.optim
-    optimizer, schedule = build_optimizer(model, optim, steps + warmup, optimizer_flags(speed.speed))
+    optimizer, schedule = optim.build(model, steps + warmup, optimizer_flags(speed.speed))
     autocast = torch.autocast(device.split(":")[0], dtype=torch.bfloat16, enabled=precision == "bf16-mixed")
     batches = datamodule.train_batches
 

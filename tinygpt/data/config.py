@@ -18,12 +18,12 @@ from typing import Any
 from omegaconf import MISSING, OmegaConf
 
 from tinygpt.data.errors import DataError
+from tinygpt.data.tokenizers import TokenizerConfig
 
 NAMED_FRACTIONS = {"quarter": 0.25, "half": 0.5, "full": 1.0}
 CORPUS_KINDS = ("file", "dir")
 DEV_MODES = ("tail", "documents", "none")
 SPLIT_UNITS = ("chars", "tokens")
-DEFAULT_BPE_VOCAB = 2048
 
 
 def parse_fraction(value: Any) -> float:
@@ -45,40 +45,6 @@ def parse_fraction(value: Any) -> float:
     if not (0.0 < value <= 1.0) or math.isnan(value):
         raise DataError(f"data.fraction={value}: must be in (0, 1] (1.0 = all of the fit text)")
     return value
-
-
-@dataclass
-class TokenizerConfig:
-    """data.tokenizer; the name is checked against the registry on construction."""
-
-    name: str = "char"  # a name in tinygpt/data/tokenizers.py's TOKENIZERS
-    vocab_size: int | None = None  # bpe only: the size to train to (null: 2048)
-
-    def __post_init__(self) -> None:
-        from tinygpt.data.tokenizers import TOKENIZERS  # the registry of names (it imports this module's types)
-
-        if self.name not in TOKENIZERS:
-            raise DataError(f"data.tokenizer.name={self.name!r}: unknown tokenizer; choose one of {list(TOKENIZERS)}")
-        if self.name == "bpe":
-            if self.vocab_size is None:
-                self.vocab_size = DEFAULT_BPE_VOCAB
-            if self.vocab_size < 257:
-                raise DataError(
-                    f"data.tokenizer.vocab_size={self.vocab_size!r}: byte-level BPE starts from the 256 byte "
-                    "values, so the vocabulary must be an integer of at least 257"
-                )
-        elif self.vocab_size is not None:
-            raise DataError(
-                f"data.tokenizer.vocab_size={self.vocab_size!r}: only bpe takes a vocab_size; {self.name}'s is "
-                "fixed by its definition (char: the fit text's characters + 1, bytes: 256, gpt2: 50257)"
-            )
-
-    @property
-    def needs_fitting(self) -> bool:
-        """char and bpe learn their vocabulary from the fit text; bytes and gpt2 are fixed in advance."""
-        from tinygpt.data.tokenizers import TOKENIZERS
-
-        return TOKENIZERS[self.name].needs_fitting
 
 
 @dataclass

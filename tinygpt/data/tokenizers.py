@@ -26,8 +26,9 @@ from tinygpt.common.errors import ConfigError
 from tinygpt.data.errors import DataError
 
 if TYPE_CHECKING:
-    from tinygpt.data.config import TokenizerConfig
     from tinygpt.data.root import DataRoot
+
+DEFAULT_BPE_VOCAB = 2048  # data.tokenizer.vocab_size's default for bpe
 
 TOKENIZER_FILE = "tokenizer.json"
 Offsets = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # ids, token_bytes, token_chars: Long[N] each
@@ -305,6 +306,37 @@ def _hf_from_json(kind: str) -> Callable[[dict], Tokenizer]:
         return ByteLevelBPETokenizer(HFTokenizer.from_str(json.dumps(payload["hf"])), kind)
 
     return read
+
+
+@dataclass
+class TokenizerConfig:
+    """data.tokenizer (a field of tinygpt/data/config.py's DataConfig), beside the registry its name is checked
+    against on construction (``TOKENIZERS``, below)."""
+
+    name: str = "char"  # a name in tinygpt/data/tokenizers.py's TOKENIZERS
+    vocab_size: int | None = None  # bpe only: the size to train to (null: 2048)
+
+    def __post_init__(self) -> None:
+        if self.name not in TOKENIZERS:
+            raise DataError(f"data.tokenizer.name={self.name!r}: unknown tokenizer; choose one of {list(TOKENIZERS)}")
+        if self.name == "bpe":
+            if self.vocab_size is None:
+                self.vocab_size = DEFAULT_BPE_VOCAB
+            if self.vocab_size < 257:
+                raise DataError(
+                    f"data.tokenizer.vocab_size={self.vocab_size!r}: byte-level BPE starts from the 256 byte "
+                    "values, so the vocabulary must be an integer of at least 257"
+                )
+        elif self.vocab_size is not None:
+            raise DataError(
+                f"data.tokenizer.vocab_size={self.vocab_size!r}: only bpe takes a vocab_size; {self.name}'s is "
+                "fixed by its definition (char: the fit text's characters + 1, bytes: 256, gpt2: 50257)"
+            )
+
+    @property
+    def needs_fitting(self) -> bool:
+        """char and bpe learn their vocabulary from the fit text; bytes and gpt2 are fixed in advance."""
+        return TOKENIZERS[self.name].needs_fitting
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ class Family:
     requires: tuple[tuple[str, tuple, str], ...]  # (GPTConfig field, the values allowed, why), checked in order
 
 
-# GPT-2's activation_function per tinygpt GELU (tinygpt/model/mlp.py's GELUS), and what import accepts: also
+# GPT-2's activation_function per tinygpt GELU (tinygpt/model/gpt.py's GELUS), and what import accepts: also
 # "gelu_pytorch_tanh", transformers' name for the very F.gelu(approximate="tanh") call tinygpt makes.
 GPT2_ACTIVATIONS = {"gelu": "gelu_new", "gelu_exact": "gelu"}
 GPT2_IMPORTED_ACTIVATIONS = {"gelu_new": "gelu", "gelu_pytorch_tanh": "gelu", "gelu": "gelu_exact"}

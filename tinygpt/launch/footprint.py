@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tinygpt.model import GPTConfig, build_on_meta
-from tinygpt.model.fused_loss import auto_chunk
+from tinygpt.model.kernels import auto_chunk
 
 GIB = 1 << 30
 CUDA_CONTEXT = 768 << 20  # a CUDA context, cuBLAS workspaces and the caching allocator's slack, per process

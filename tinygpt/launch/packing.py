@@ -35,7 +35,7 @@ from tinygpt.common.files import write_json_atomic
 from tinygpt.launch.devices import DevicePool, cpu_cores
 from tinygpt.launch.footprint import GIB, Footprint, estimate
 from tinygpt.model import GPTConfig, config_from
-from tinygpt.model.dropout import resolved as dropout_masks_on
+from tinygpt.model.kernels import resolved as dropout_masks_on
 
 AUTO = "auto"
 PLAN = "jobs_per_device.json"

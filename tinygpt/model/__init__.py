@@ -1,10 +1,8 @@
 """The GPT model: every architecture switch of the spec, chosen by config alone."""
 
-from tinygpt.model.config import GPTConfig
 from tinygpt.model.families import FAMILIES, build_model, config_from, family_of
 from tinygpt.model.generate import generate
-from tinygpt.model.gpt import GPT, GPTOutput
-from tinygpt.model.kv_cache import KVCache, kv_cache_bytes_per_token
+from tinygpt.model.gpt import GPT, GPTConfig, GPTOutput, KVCache, kv_cache_bytes_per_token
 from tinygpt.model.lstm import CharLSTM, LSTMConfig
 from tinygpt.model.params import build_on_meta, parameter_breakdown
 

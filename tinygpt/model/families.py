@@ -11,8 +11,7 @@ from typing import Any
 
 from tinygpt.common.errors import ConfigError
 from tinygpt.common.typed import typed
-from tinygpt.model.config import GPTConfig
-from tinygpt.model.gpt import GPT
+from tinygpt.model.gpt import GPT, GPTConfig
 from tinygpt.model.implementation import DEFAULT, Implementation
 from tinygpt.model.lstm import CharLSTM, LSTMConfig
 
@@ -40,12 +39,8 @@ def config_from(model: Any):
 
 def build_model(config: Any, implementation: Implementation = DEFAULT):
     """The model for a typed config or a plain dict of its fields (as saved in a checkpoint's hparams), built to
-    compute as ``implementation`` says (the speed switches that live in the model)."""
-    config = config_from(config)
-    for config_cls, model_cls in FAMILIES.values():
-        if isinstance(config, config_cls):
-            return model_cls(config, implementation)
-    raise TypeError(f"no model family has the config type {type(config).__name__}")
+    compute as ``implementation`` says (the speed switches that live in the model): its config's ``build``."""
+    return config_from(config).build(implementation)
 
 
 def flops_per_token(model) -> int:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import torch
 
 from tinygpt.common.errors import ConfigError
-from tinygpt.model.gpt import GPT
-from tinygpt.model.kv_cache import KVCache
+from tinygpt.model.gpt import GPT, KVCache
 
 
 def generate(

@@ -12,8 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tinygpt.common.errors import ConfigError
-from tinygpt.model.attention_core import CORES
-from tinygpt.model.dropout import DROPOUT_IMPLS
+from tinygpt.model.kernels import CORES, DROPOUT_IMPLS
 
 ATTENTION_DTYPES = ("auto", "float32", "compute")
 PROJECTIONS = ("fused", "separate")

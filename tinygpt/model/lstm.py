@@ -21,9 +21,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from tinygpt.common.errors import ConfigError
-from tinygpt.model.dropout import Dropout
 from tinygpt.model.gpt import GPTOutput
 from tinygpt.model.implementation import DEFAULT, Implementation
+from tinygpt.model.kernels import Dropout
 
 
 @dataclass
@@ -51,6 +51,10 @@ class LSTMConfig:
             )
         if not 0.0 <= self.dropout < 1.0:
             raise ConfigError(f"LSTMConfig.dropout={self.dropout!r} is not allowed: must be a probability in [0, 1)")
+
+    def build(self, implementation: Implementation = DEFAULT) -> CharLSTM:
+        """The LSTM this config describes (its dropout masks as ``implementation`` says)."""
+        return CharLSTM(self, implementation)
 
 
 class LSTMState:
@@ -96,7 +100,7 @@ class CharLSTM(nn.Module):
 
     def features(self, idx: torch.Tensor, cache: LSTMState | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """The hidden states the head reads (B, T, d_model), after dropout, and a zero auxiliary loss: the
-        interface the GPT offers, so the training loss can be fused with the head (tinygpt/model/fused_loss.py)."""
+        interface the GPT offers, so the training loss can be fused with the head (tinygpt/model/kernels.py)."""
         out, hc = self.lstm(self.embedding(idx), None if cache is None else cache.hc)
         if cache is not None:
             cache.hc = hc

@@ -6,9 +6,7 @@ import torch
 from torch import nn
 
 from tinygpt.common.errors import ConfigError
-from tinygpt.model.config import GPTConfig
-from tinygpt.model.gpt import GPT
-from tinygpt.model.norm import NORM_TYPES
+from tinygpt.model.gpt import GPT, NORM_TYPES, GPTConfig
 
 GROUPS = ("embedding", "position", "attention", "mlp", "norms", "output head")
 

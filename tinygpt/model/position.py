@@ -10,15 +10,25 @@ names, its error message and the GPT's dispatch all read the registry.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 from torch import nn
 
 from tinygpt.common.errors import ConfigError
 
-if TYPE_CHECKING:
-    from tinygpt.model.config import GPTConfig
+
+class GPTConfig(Protocol):
+    """What an encoding reads of the model's config (tinygpt/model/gpt.py's GPTConfig, whose checks call the
+    encodings' ``check``: so this file names the fields it reads rather than importing the class that imports it)."""
+
+    context_length: int
+    d_model: int
+    n_heads: int
+    rope_base: float
+
+    @property
+    def resolved_head_dim(self) -> int: ...
 
 
 def rope_angles(head_dim: int, n_pos: int, base: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from hydra.core.config_store import ConfigStore
 
-from tinygpt.model.config import GPTConfig
+from tinygpt.model.gpt import GPTConfig
 from tinygpt.model.lstm import LSTMConfig
 
 

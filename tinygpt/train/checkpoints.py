@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -59,14 +60,14 @@ def resume_path(run_dir: Path, resume: str, ckpt_path: str | None) -> str | None
 DECAYING = ("cosine", "linear", "wsd")  # schedules whose shape depends on trainer.max_steps
 
 
-def check_resumable(
-    checkpoint: dict, path, model: dict, optim: dict, max_steps: int, tokenizer_json: str | None
-) -> None:
+def check_resumable(checkpoint: dict, path, model, optim, max_steps: int, tokenizer_json: str | None) -> None:
     """Refuse, in one line, a checkpoint that does not fit the run it would resume: another model (shapes,
     vocabulary), another tokenizer, other optimizer settings (Lightning restores the checkpoint's optimizer and
     schedule, so they would be silently ignored), or another ``max_steps`` under a decaying schedule (the
     schedule would be reshaped mid-run: the learning rate jumps at the seam). Called before anything in the
-    run folder is written."""
+    run folder is written. model, optim: the run's typed configs (GPTConfig or LSTMConfig, OptimConfig) or dicts of
+    their fields, compared field by field with the checkpoint's plain dicts of them."""
+    model, optim = (value if isinstance(value, dict) else asdict(value) for value in (model, optim))
     hparams = checkpoint.get("hyper_parameters")
     if not isinstance(hparams, dict) or not isinstance(hparams.get("model"), dict):
         raise CheckpointError(f"checkpoint {path} is not a tinygpt training checkpoint (no hyper_parameters.model)")

@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass, replace
 
 import torch
 
-from tinygpt.model.dropout import resolved as dropout_masks_on
+from tinygpt.model.kernels import resolved as dropout_masks_on
 from tinygpt.train.malloc import resolve_malloc
 from tinygpt.train.speedups import SpeedConfig
 

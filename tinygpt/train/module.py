@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import math
+from dataclasses import asdict
 
 import lightning as L
 import torch
 import torch.nn.functional as F
 
+from tinygpt.common.typed import typed
 from tinygpt.metrics import LN2, BitsPerByte
-from tinygpt.model import build_model
-from tinygpt.model.fused_loss import linear_cross_entropy
+from tinygpt.model import GPTConfig, LSTMConfig, config_from
+from tinygpt.model.kernels import linear_cross_entropy
 from tinygpt.train.malloc import apply_malloc
-from tinygpt.train.optim import OptimConfig, build_optimizer
+from tinygpt.train.optim import OptimConfig
 from tinygpt.train.speedups import SpeedConfig, implementation, optimizer_flags, training_features
 
 
@@ -21,30 +23,41 @@ class NonFiniteLossError(FloatingPointError):
 
 
 class GPTModule(L.LightningModule):
-    """Wraps :class:`GPT`. Hyperparameters are plain dicts so checkpoints load with ``weights_only=True``.
+    """Wraps :class:`GPT` (or the LSTM: the model config names its family, tinygpt/model/families.py).
 
-    speed: the `speed.*` switches (tinygpt/train/speedups.py); None takes their defaults.
+    Takes the typed configs (GPTConfig or LSTMConfig, OptimConfig, SpeedConfig, as the run parsed them), or the
+    plain dicts of their fields: a checkpoint's hyperparameters are those dicts (``asdict``), so that it loads with
+    ``weights_only=True``, and Lightning's ``load_from_checkpoint`` reads them back into the same classes here.
+    speed: the ``speed.*`` switches (tinygpt/train/speedups.py); None takes their defaults.
     """
 
     def __init__(
         self,
-        model: dict,
-        optim: dict,
+        model: GPTConfig | LSTMConfig | dict,
+        optim: OptimConfig | dict,
         max_steps: int,
         tokenizer_json: str | None = None,
-        speed: dict | None = None,
+        speed: SpeedConfig | dict | None = None,
         custom_imports: list[str] | None = None,  # in the checkpoint, so whoever loads it imports them first
     ):
         super().__init__()
+        self.model_config = config_from(model)
+        self.optim_config = optim if isinstance(optim, OptimConfig) else typed(OptimConfig, optim, "optim")
+        self.speed_config = speed if isinstance(speed, SpeedConfig) else typed(SpeedConfig, speed or {}, "speed")
         # logger=False: the run logs its own hparams (the switches, not a tokenizer's JSON) with a metric
-        self.save_hyperparameters(ignore=["tokenizer_json"], logger=False)
+        self.save_hyperparameters(
+            {
+                "model": asdict(self.model_config),
+                "optim": asdict(self.optim_config),
+                "max_steps": max_steps,
+                "speed": asdict(self.speed_config),
+                "custom_imports": custom_imports,
+            },
+            logger=False,
+        )
         self.tokenizer_json = tokenizer_json
-        self.speed_config = SpeedConfig(**(speed or {}))
-        # the family (gpt, lstm) is named in the config (tinygpt/model/families.py); how its modules compute is the
-        # speed switches' share that lives in the model, given when it is built
-        self.model = build_model(model, implementation(self.speed_config))
-        self.model_config = self.model.config
-        self.optim_config = OptimConfig(**optim)
+        # how the modules compute is the speed switches' share that lives in the model, given when it is built
+        self.model = self.model_config.build(implementation(self.speed_config))
         apply_malloc(self.speed_config.malloc)  # the process's malloc thresholds (tinygpt/train/malloc.py)
         self._features = training_features(self.model, self.speed_config)  # speed.compile
         self.dev_score = BitsPerByte()
@@ -139,8 +152,8 @@ class GPTModule(L.LightningModule):
                 logger.log_metrics(metrics, step=self.global_step)
 
     def configure_optimizers(self):
-        optimizer, schedule = build_optimizer(
-            self.model, self.optim_config, self.hparams.max_steps, optimizer_flags(self.speed_config)
+        optimizer, schedule = self.optim_config.build(
+            self.model, self.hparams.max_steps, optimizer_flags(self.speed_config)
         )
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 

@@ -54,6 +54,28 @@ class OptimConfig:
                 f"optim.grad_clip={self.grad_clip} is not allowed: must be a non-negative number (0: no clipping)"
             )
 
+    def build(self, model: torch.nn.Module, total_steps: int, implementation: dict | None = None):
+        """AdamW over ``model``'s parameters (weight decay on ``decay_on``'s group) and its learning-rate schedule
+        over ``total_steps``. implementation: AdamW's fused/foreach flags (speed.optimizer,
+        tinygpt/train/speedups.py); None: torch's."""
+        optimizer = torch.optim.AdamW(
+            parameter_groups(model, self.weight_decay, self.decay_on),
+            lr=self.lr,
+            betas=tuple(self.betas),
+            **(implementation or {}),
+        )
+        schedule = torch.optim.lr_scheduler.LambdaLR(
+            optimizer,
+            make_lr_lambda(
+                schedule=self.schedule,
+                warmup_steps=self.warmup_steps,
+                total_steps=total_steps,
+                min_lr_ratio=self.min_lr_ratio,
+                decay_fraction=self.decay_fraction,
+            ),
+        )
+        return optimizer, schedule
+
 
 def parameter_groups(model: torch.nn.Module, weight_decay: float, decay_on: str = "matrices") -> list[dict]:
     decay, no_decay = [], []
@@ -61,24 +83,3 @@ def parameter_groups(model: torch.nn.Module, weight_decay: float, decay_on: str 
         if param.requires_grad:
             (decay if DECAY_GROUPS[decay_on](param) else no_decay).append(param)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-
-
-def build_optimizer(model: torch.nn.Module, cfg: OptimConfig, total_steps: int, implementation: dict | None = None):
-    """implementation: AdamW's fused/foreach flags (speed.optimizer, tinygpt/train/speedups.py); None: torch's."""
-    optimizer = torch.optim.AdamW(
-        parameter_groups(model, cfg.weight_decay, cfg.decay_on),
-        lr=cfg.lr,
-        betas=tuple(cfg.betas),
-        **(implementation or {}),
-    )
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer,
-        make_lr_lambda(
-            schedule=cfg.schedule,
-            warmup_steps=cfg.warmup_steps,
-            total_steps=total_steps,
-            min_lr_ratio=cfg.min_lr_ratio,
-            decay_fraction=cfg.decay_fraction,
-        ),
-    )
-    return optimizer, schedule

@@ -144,11 +144,11 @@ def build_module(run: RunConfig, datamodule: TextDataModule, speed: DeviceSettin
     speed = speed or device_speed(run)
     L.seed_everything(run.seed, workers=True)
     return GPTModule(
-        vars(config),
-        vars(run.optim),
+        config,
+        run.optim,
         run.trainer["max_steps"],
         datamodule.tokenizer.to_json(),
-        speed=vars(speed.speed),
+        speed=speed.speed,
         custom_imports=list(run.custom_imports),
     )
 
@@ -240,7 +240,12 @@ def _train(
     if ckpt_path:  # the checkpoint must fit this run before anything in the folder changes
         checkpoint = read_checkpoint(ckpt_path)
         check_resumable(
-            checkpoint, ckpt_path, vars(config), vars(optim), run.trainer["max_steps"], datamodule.tokenizer.to_json()
+            checkpoint,
+            ckpt_path,
+            config,
+            optim,
+            run.trainer["max_steps"],
+            datamodule.tokenizer.to_json(),
         )
         resume_step = int(checkpoint.get("global_step", 0))
         del checkpoint

@@ -6,21 +6,21 @@ docs/benchmarks/train.md, not here.
 Each switch changes how a step is computed, never what it computes beyond a stated tolerance
 (tests/test_speedups.py compares each with the plain path):
 - `loss`: "chunked" fuses the head with the cross-entropy over chunks of tokens, so the B×T×V logits are
-  never materialised (tinygpt/model/fused_loss.py); "full" is `F.cross_entropy` over the full logits.
+  never materialised (tinygpt/model/kernels.py); "full" is `F.cross_entropy` over the full logits.
   Loss and gradients agree to float rounding (fp32: 1e-5 relative; bf16 autocast: bf16 rounding).
 - `loss_chunk`: tokens per chunk for "chunked"; null picks one from the head's shape (fused_loss.auto_chunk).
-- `attention`: how attention dropout is computed while training with dropout > 0 (model/attention_core.py):
+- `attention`: how attention dropout is computed while training with dropout > 0 (model/kernels.py):
   "sdpa" inside `scaled_dot_product_attention`, "explicit" as softmax weights dropped by F.dropout. The same
   distribution (a Bernoulli(1 - p) mask and 1/(1 - p) scaling), different random draws. Both cost several
   times attention itself on a CPU, where sdpa measured faster in whole steps, so it is the default. It picks
   between torch's masks only: with `dropout` int16 (auto on a CPU) attention dropout always takes the written-out
   softmax.
-- `attention_dtype`: the attention core's dtype under bf16/fp16 autocast (model/attention_core.py): "compute"
+- `attention_dtype`: the attention core's dtype under bf16/fp16 autocast (model/kernels.py): "compute"
   (autocast's), "float32" (q, k, v cast up, autocast off, the output cast back), "auto" (the default): fp32 for
   SDPA on a CPU, whose bf16 kernels are slower than its fp32 ones, and the compute dtype for the written-out
   softmax of attention dropout (slower in fp32) and on other devices. More exact, not less: within bf16 rounding
   (tested).
-- `dropout`: where dropout masks come from (model/dropout.py): "torch" (F.dropout, or SDPA's own under
+- `dropout`: where dropout masks come from (model/kernels.py): "torch" (F.dropout, or SDPA's own under
   attention=sdpa), or "int16", two masks' worth of 16-bit draws per random 32-bit word, the drop probability
   rounded to a multiple of 1/65,536 and the scale 1/(1 - that), so every expectation is kept; attention dropout
   then goes through the written-out softmax, with the scale applied to its (B, H, T, head) output. "auto" (the
@@ -65,10 +65,9 @@ import torch
 from torch import nn
 
 from tinygpt.common.errors import ConfigError
-from tinygpt.model.attention_core import CORES
-from tinygpt.model.block import Block
-from tinygpt.model.dropout import DROPOUT_IMPLS
+from tinygpt.model.gpt import Block
 from tinygpt.model.implementation import ATTENTION_DTYPES, PROJECTIONS, Implementation
+from tinygpt.model.kernels import CORES, DROPOUT_IMPLS
 from tinygpt.train.malloc import MALLOC_IMPLS
 
 CHOICES = {
