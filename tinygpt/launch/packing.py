@@ -25,10 +25,11 @@ import json
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from tinygpt.common.errors import ConfigError
 from tinygpt.common.files import write_json_atomic
@@ -78,12 +79,11 @@ def vocabulary(cfg: DictConfig) -> tuple[int, str]:
 
 def job_footprint(cfg: DictConfig, kind: str) -> tuple[Footprint, str]:
     """One job's estimated footprint on a device of ``kind``, and a summary of the shape it was estimated for."""
-    model = OmegaConf.to_container(cfg.model, resolve=True)
     vocab, source = vocabulary(cfg)
-    config = config_from({**model, "vocab_size": vocab})
+    config = replace(config_from(cfg.model), vocab_size=vocab)
     if not isinstance(config, GPTConfig):
         raise ConfigError(
-            f"sweep.jobs_per_device=auto estimates GPT models; model.family={model.get('family')}: set a number"
+            f"sweep.jobs_per_device=auto estimates GPT models; model.family={config.family}: set a number"
         )
     precision = str(cfg.trainer.precision)
     mixed = (precision == "auto" and kind != "cpu") or not (precision == "auto" or precision.startswith("32"))

@@ -100,7 +100,7 @@ def run_search(sweeper_node: DictConfig, config: DictConfig, launcher: Any, argu
     """The whole search: refusals first, then the study opened (created or continued) and filled to n_trials."""
     sweeper = OmegaConf.merge(OmegaConf.structured(SearchSweeperConf), sweeper_node)
     check_objective(sweeper.objective, sweeper.direction)
-    space = parse_space(OmegaConf.to_container(sweeper.params, resolve=True) or {}, arguments)
+    space = parse_space(dict(sweeper.params or {}), arguments)
     if sweeper.n_trials < 1:
         raise SearchRefused(f"hydra.sweeper.n_trials={sweeper.n_trials}: a positive integer")
     sweep_dir = Path(config.hydra.sweep.dir)

@@ -149,6 +149,8 @@ class GPT(nn.Module):
         self.position_embedding = POSITIONS[config.position](config)
         self.blocks = nn.ModuleList(Block(config, i, implementation) for i in range(config.n_layers))
         self.final_norm = make_norm(config.norm, config.d_model, config.norm_eps, config.bias)
+        # what training steps call: the trunk, whose blocks run compiled under speed.compile (Block)
+        self.train_features = self.features
         # Tied: the unembedding is the embedding table, transposed (Press and Wolf, 2017); never a bias.
         self.lm_head = None
         if not config.tie_embeddings:
@@ -244,13 +246,14 @@ def to_autocast_dtype(x: torch.Tensor) -> torch.Tensor:
 
 
 class Block(nn.Module):
-    # speed.compile (set at runtime by tinygpt/train/speedups.py): `step` compiled, which training calls in
-    # place of the eager one; validation, evaluation and generation (eval mode, no gradient, or a KV cache) stay
-    # eager, so they never compile graphs of their own. None: eager everywhere.
-    compiled: Callable | None = None
-
     def __init__(self, config: GPTConfig, layer_index: int, implementation: Implementation = DEFAULT):
         super().__init__()
+        # speed.compile: `step` compiled, which training calls in place of the eager one; validation, evaluation
+        # and generation (eval mode, no gradient, or a KV cache) stay eager, so they never compile graphs of their
+        # own. Every block compiles the same code with its parameters as inputs, so the layers share one graph
+        # (regional compilation: one block's cold start, not the trunk's); torch.compile is lazy, so nothing is
+        # built before the first training step. None: eager everywhere.
+        self.compiled: Callable | None = torch.compile(self.step) if implementation.compile else None
         self.prenorm, self.residual = config.prenorm, config.residual
         self.norm1 = make_norm(config.norm, config.d_model, config.norm_eps, config.bias)
         self.attention = CausalSelfAttention(config, layer_index, implementation)

@@ -1,5 +1,5 @@
 """How a model's modules compute, chosen when the model is built: attention dropout's path, the attention core's
-dtype, the dropout masks and the projections' matmuls.
+dtype, the dropout masks, the projections' matmuls and whether training steps run compiled.
 
 These are the model's share of the ``speed.*`` switches (tinygpt/train/speedups.py says what each does and why its
 default is what it is): they change how a forward computes, never its parameters, their names or a checkpoint, so
@@ -24,6 +24,7 @@ class Implementation:
     attention_dtype: str = "auto"  # the attention core under 16-bit autocast: auto | float32 | compute
     dropout: str = "auto"  # dropout masks: torch's, int16 slices of random words, or auto (by device)
     projections: str = "separate"  # q/k/v and SwiGLU's gate/up: one matmul per Linear, or one for all (fused)
+    compile: bool = False  # torch.compile for training steps: each block's step (a GPT), the trunk (the LSTM)
 
     def __post_init__(self) -> None:
         for name, allowed in (

@@ -86,6 +86,8 @@ class CharLSTM(nn.Module):
         # speed.dropout applies (the rest of the implementation is the GPT's); nn.LSTM's own between layers is torch's
         self.drop = Dropout(config.dropout, implementation.dropout)
         self.head = nn.Linear(config.d_model, config.vocab_size)
+        # what training steps call: speed.compile compiles the trunk whole (no repeated block to compile once)
+        self.train_features = torch.compile(self.features) if implementation.compile else self.features
 
     has_aux_loss = False  # features() returns a zero auxiliary loss, as the GPT's interface asks
 

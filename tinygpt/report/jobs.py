@@ -107,7 +107,7 @@ def sweep_command(sweep_dir: Path) -> tuple[list[tuple[str, ...]], set[str]]:
 
 
 def saved_overrides(folder: Path) -> tuple[str, ...]:
-    return tuple(OmegaConf.to_container(OmegaConf.load(folder / ".hydra" / "overrides.yaml")))
+    return tuple(str(line) for line in OmegaConf.load(folder / ".hydra" / "overrides.yaml"))
 
 
 def read_record(folder: Path) -> dict | None:

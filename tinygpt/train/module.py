@@ -15,7 +15,7 @@ from tinygpt.model import GPTConfig, LSTMConfig, config_from
 from tinygpt.model.kernels import linear_cross_entropy
 from tinygpt.train.malloc import apply_malloc
 from tinygpt.train.optim import OptimConfig
-from tinygpt.train.speedups import SpeedConfig, implementation, optimizer_flags, training_features
+from tinygpt.train.speedups import SpeedConfig, implementation, optimizer_flags
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -59,7 +59,6 @@ class GPTModule(L.LightningModule):
         # how the modules compute is the speed switches' share that lives in the model, given when it is built
         self.model = self.model_config.build(implementation(self.speed_config))
         apply_malloc(self.speed_config.malloc)  # the process's malloc thresholds (tinygpt/train/malloc.py)
-        self._features = training_features(self.model, self.speed_config)  # speed.compile
         self.dev_score = BitsPerByte()
         self.best_dev_bpb = math.inf
         self.best_dev_step = -1
@@ -70,7 +69,7 @@ class GPTModule(L.LightningModule):
     def compute_loss(self, inputs: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The training loss (mean nats per token) and the weighted MoE loss, as the speed switches compute
         them; scripts/bench_train.py's plain loop calls this too, so both loops time the same work."""
-        hidden, aux_loss = self._features(inputs)
+        hidden, aux_loss = self.model.train_features(inputs)  # compiled under speed.compile (the model's choice)
         weight, bias = self.model.head_weight, self.model.head_bias
         if self.speed_config.loss == "chunked":
             loss = linear_cross_entropy(hidden, weight, targets, self.speed_config.loss_chunk, bias=bias)

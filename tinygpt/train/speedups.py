@@ -29,12 +29,12 @@ Each switch changes how a step is computed, never what it computes beyond a stat
 - `projections`: "fused" computes attention's q, k, v as one matmul and SwiGLU's gate and up as one, against
   the weights concatenated per forward (the parameters stay separate Linears: names and checkpoints unchanged);
   "separate" is one matmul per Linear. Loss and gradients agree to float rounding (tested, fp32 and bf16).
-- `compile`: `torch.compile` for training steps, by region: a GPT's transformer block is compiled once and
-  that one graph serves every layer (regional compilation: the blocks share their code and take their
-  parameters as inputs), so the cold start is one block's, not the whole trunk's; a family without blocks (the
-  LSTM) has its trunk compiled whole. Validation, evaluation and generation stay eager. On a CPU it pays a cold
-  start of seconds and gains only on the Llama layout without dropout; on LayerNorm/GELU layouts and with dropout
-  it is no faster, so it is off by default.
+- `compile`: `torch.compile` for training steps, chosen when the model is built, by region: a GPT's
+  transformer block is compiled once and that one graph serves every layer (regional compilation: the blocks
+  share their code and take their parameters as inputs), so the cold start is one block's, not the whole
+  trunk's; a family without blocks (the LSTM) has its trunk compiled whole. Validation, evaluation and
+  generation stay eager. On a CPU it pays a cold start of seconds and gains only on the Llama layout without
+  dropout; on LayerNorm/GELU layouts and with dropout it is no faster, so it is off by default.
 - `optimizer`: AdamW's implementation, "fused" (one kernel over all parameters; CPU and CUDA), "foreach"
   (batched tensor ops) or "for_loop" (torch's CPU default); the same update up to float rounding.
 - `malloc`: "keep" raises glibc's mmap and trim thresholds so freed tensors stay in the heap for the next step
@@ -58,14 +58,9 @@ with `scripts/bench_train.py --ab`). None of them changes parameter names or che
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
-import torch
-from torch import nn
-
 from tinygpt.common.errors import ConfigError
-from tinygpt.model.gpt import Block
 from tinygpt.model.implementation import ATTENTION_DTYPES, PROJECTIONS, Implementation
 from tinygpt.model.kernels import CORES, DROPOUT_IMPLS
 from tinygpt.train.malloc import MALLOC_IMPLS
@@ -116,20 +111,7 @@ class SpeedConfig:
 def implementation(config: SpeedConfig) -> Implementation:
     """The switches that decide how the model's modules compute, which the model is built with
     (tinygpt/model/implementation.py; nothing of them is saved in checkpoints)."""
-    return Implementation(config.attention, config.attention_dtype, config.dropout, config.projections)
-
-
-def training_features(model: nn.Module, config: SpeedConfig) -> Callable:
-    """The trunk that training steps call (the model's `features`) under speed.compile: each Block's `step`
-    compiled (torch.compile is lazy: nothing is built before the first training step) or, for a family without
-    blocks, the trunk compiled whole. The module and its state_dict are not wrapped: parameter names and
-    checkpoints are the same either way."""
-    if not config.compile:
-        return model.features
-    blocks = [module for module in model.modules() if isinstance(module, Block)]
-    for block in blocks:
-        block.compiled = torch.compile(block.step)
-    return model.features if blocks else torch.compile(model.features)
+    return Implementation(config.attention, config.attention_dtype, config.dropout, config.projections, config.compile)
 
 
 def optimizer_flags(config: SpeedConfig) -> dict[str, bool]:
