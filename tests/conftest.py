@@ -39,7 +39,7 @@ from tinygpt.cli.config import register_configs  # noqa: E402
 register_configs()  # the typed schemas, as every entry point does (tinygpt/cli/config.py)
 
 REPO = Path(__file__).resolve().parents[1]
-CONF = REPO / "tinygpt" / "conf"
+CONF = REPO / "conf"
 
 # Sweeps launched by the tests lease devices in a folder of their own (sweep.lease_dir follows this variable, and
 # subprocesses inherit it), so they never wait on, or block, a real sweep running on the same machine. It goes at the

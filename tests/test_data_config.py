@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 from tinygpt.common.typed import typed
 from tinygpt.data import DataConfig, DataError
 
-CONF_DATA = Path(__file__).resolve().parents[1] / "tinygpt" / "conf" / "data"
+CONF_DATA = Path(__file__).resolve().parents[1] / "conf" / "data"
 CORPORA = ["timemachine", "shakespeare", "peps", "textfile", "textdir"]
 
 

@@ -87,6 +87,10 @@ def test_the_wheel_carries_its_configs_and_trains_from_an_empty_folder(installed
     where = run([installed / "python", "-c", probe], tmp_path)
     package, conf, *sweepers = where.stdout.split()
     assert package.startswith(str(installed.parent)) and Path(conf, "train.yaml").is_file(), where.stdout
+    # the wheel's own copy of the checkout's conf/ (pyproject maps it onto tinygpt/conf), every file of it
+    assert Path(conf) == Path(package).parent / "conf", where.stdout
+    carried = sorted(p.relative_to(conf).as_posix() for p in Path(conf).rglob("*.yaml"))
+    assert carried == sorted(p.relative_to(REPO / "conf").as_posix() for p in (REPO / "conf").rglob("*.yaml"))
     # the search's sweeper travels in the wheel, where Hydra looks for plugins (-m hparams_search=...)
     assert [Path(s).relative_to(installed.parent).parts[-3:] for s in sweepers] == [
         ("hydra_plugins", "tinygpt_search", "search_sweeper.py")

@@ -244,3 +244,18 @@ def test_hydra_private_api_is_used_nowhere():
         if "hydra._internal" in line
     ]
     assert offenders == []
+
+
+def test_a_checkout_composes_from_conf_at_its_root_and_pyproject_ships_every_package():
+    """conf/ sits at the checkout's root (the design card's layout) and is the config location of a checkout; the
+    wheel gets it through pyproject.toml's package-dir mapping, whose package list must name every package of
+    tinygpt/ (a package left out would be missing from the wheel, silently)."""
+    import tomllib
+
+    from tinygpt.cli import CONF
+
+    assert CONF == str(REPO / "conf") and not (REPO / TOP / "conf").exists()
+    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert setuptools["package-dir"] == {"tinygpt.conf": "conf"}
+    packages = {".".join(p.parent.relative_to(REPO).parts) for p in (REPO / TOP).rglob("__init__.py")}
+    assert set(setuptools["packages"]) == packages | {"tinygpt.conf", "hydra_plugins.tinygpt_search"}

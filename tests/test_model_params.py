@@ -15,7 +15,7 @@ VARIANT_BASE = ["model=since_gpt2"]
 
 
 def compose_model(overrides: list[str]) -> GPTConfig:
-    with initialize_config_dir(config_dir=str(ROOT / "tinygpt" / "conf"), version_base=None):
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         cfg = compose(config_name="params", overrides=overrides)
     return typed(GPTConfig, cfg.model, "model")
 

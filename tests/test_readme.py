@@ -122,5 +122,5 @@ def test_the_configuration_page_lists_every_choice_of_every_group():
     assert "model/position" in listed and "trainer" in listed
     for group, choices in listed.items():
         files = {path.stem for path in (Path(CONF) / group).glob("*.yaml")}
-        assert files, f"docs/configuration.md lists {group}, which tinygpt/conf does not have"
+        assert files, f"docs/configuration.md lists {group}, which conf/ does not have"
         assert files <= choices, f"docs/configuration.md's {group} row lacks {sorted(files - choices)}"

@@ -104,7 +104,7 @@ def test_blog_round1_is_003s_first_round_as_one_multirun():
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    with initialize_config_dir(str(REPO / "tinygpt" / "conf"), version_base="1.3"):
+    with initialize_config_dir(str(REPO / "conf"), version_base="1.3"):
         cfg = compose("train", overrides=["experiment=blog_round1"], return_hydra_config=True)
     params = OmegaConf.to_container(cfg.hydra.sweeper.params)
     (batch,) = BasicSweeper.split_arguments(

@@ -1,7 +1,7 @@
 """Register a search's winner as an experiment, pre-registered to be scored once:  tinygpt-register <search> name=<r>
 
     tinygpt-register outputs/sweeps/peps_search name=peps_tuned --config-dir conf   # into a config folder of yours
-    tinygpt-register outputs/sweeps/peps_search name=peps_tuned --package           # into tinygpt/conf/experiment/
+    tinygpt-register outputs/sweeps/peps_search name=peps_tuned --package           # into tinygpt's conf/experiment/
     tinygpt-train --config-dir conf -m experiment=peps_tuned seed=0,1,2             # train the recipe's seeds
     tinygpt-evaluate sweep_dir=outputs/sweeps/peps_tuned split=test                 # score each once
 
@@ -229,7 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--config-dir", type=Path, default=None, help="your config folder (tinygpt-train --config-dir)")
-    where.add_argument("--package", action="store_true", help="tinygpt's own tinygpt/conf/experiment/")
+    where.add_argument("--package", action="store_true", help="tinygpt's own conf/experiment/")
     return parser
 
 
