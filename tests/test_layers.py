@@ -258,4 +258,5 @@ def test_a_checkout_composes_from_conf_at_its_root_and_pyproject_ships_every_pac
     setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
     assert setuptools["package-dir"] == {"tinygpt.conf": "conf"}
     packages = {".".join(p.parent.relative_to(REPO).parts) for p in (REPO / TOP).rglob("__init__.py")}
-    assert set(setuptools["packages"]) == packages | {"tinygpt.conf", "hydra_plugins.tinygpt_search"}
+    # hydra_plugins: a namespace package, listed so that an editable install adds it to Hydra's plugin search
+    assert set(setuptools["packages"]) == packages | {"tinygpt.conf", "hydra_plugins", "hydra_plugins.tinygpt_search"}
