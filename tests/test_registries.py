@@ -136,7 +136,7 @@ def test_family_registry_gives_names_errors_and_dispatch():
     assert list(FAMILIES) == ["gpt", "lstm"]
     assert family_of({}) == "gpt" and family_of({"family": "lstm"}) == "lstm"
     assert isinstance(build_model(GPTConfig(**SMALL)), GPT)
-    with pytest.raises(ValueError, match="model.family='rnn' is not allowed; choose one of gpt, lstm"):
+    with pytest.raises(ValueError, match="model.family='rnn' is not allowed: must be one of gpt, lstm"):
         family_of({"family": "rnn"})
 
 

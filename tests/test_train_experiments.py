@@ -57,7 +57,7 @@ def test_decay_on_all_decays_norms_and_biases_too():
         bias.grad = torch.zeros(4)
         optimizer.step()
         assert bool((bias.detach() < 1).all()) is moves
-    with pytest.raises(ConfigError, match="optim.decay_on='vectors' is not allowed; choose one of matrices, all"):
+    with pytest.raises(ConfigError, match="optim.decay_on='vectors' is not allowed: must be one of matrices, all"):
         OptimConfig(decay_on="vectors")
 
 

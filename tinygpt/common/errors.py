@@ -19,6 +19,8 @@ class PathError(ConfigError, FileNotFoundError):
     """A path the user gave that is missing or holds nothing usable (no run.json, no checkpoints, no sweep)."""
 
 
-def require(ok: bool, field: str, value: Any, allowed: str) -> None:
+def require(ok: bool, field: str, value: Any, allowed: str, error: type[ConfigError] = ConfigError) -> None:
+    """The one value check: unless ``ok``, raise ``error`` (ConfigError or a package's subclass of it) in the one
+    shape every refusal of a value has, ``<field>=<value> is not allowed: must be <allowed>``."""
     if not ok:
-        raise ConfigError(f"{field}={value!r} is not allowed: must be {allowed}")
+        raise error(f"{field}={value!r} is not allowed: must be {allowed}")

@@ -17,6 +17,7 @@ from typing import Any
 
 from omegaconf import MISSING, OmegaConf
 
+from tinygpt.common.errors import require
 from tinygpt.data.errors import DataError
 from tinygpt.data.tokenizers import TokenizerConfig
 
@@ -129,19 +130,16 @@ def register_data_schema() -> None:
 
 
 def _check_choice(field_name: str, value: Any, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise DataError(f"{field_name}={value!r}: choose one of {list(allowed)}")
+    require(value in allowed, field_name, value, "one of " + ", ".join(allowed), DataError)
 
 
 def _check_unit_interval(field_name: str, value: float, *, allow_zero: bool) -> None:
-    if not (0 <= value < 1) or (value == 0 and not allow_zero):
-        interval = "[0, 1)" if allow_zero else "(0, 1)"
-        raise DataError(f"{field_name}={value!r}: must be a number in {interval}")
+    ok = 0 <= value < 1 and (value != 0 or allow_zero)
+    require(ok, field_name, value, f"a number in {'[0, 1)' if allow_zero else '(0, 1)'}", DataError)
 
 
 def _check_int(field_name: str, value: int, *, minimum: int) -> None:
-    if value < minimum:
-        raise DataError(f"{field_name}={value!r}: must be an integer >= {minimum}")
+    require(value >= minimum, field_name, value, f"an integer >= {minimum}", DataError)
 
 
 # where the files are read from, and how a model batches and tokenizes the text: not what the text is

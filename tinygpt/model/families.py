@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tinygpt.common.errors import ConfigError
+from tinygpt.common.errors import require
 from tinygpt.common.typed import typed
 from tinygpt.model.gpt import GPT, GPTConfig
 from tinygpt.model.implementation import DEFAULT, Implementation
@@ -21,8 +21,7 @@ FAMILIES: dict[str, tuple[type, type]] = {"gpt": (GPTConfig, GPT), "lstm": (LSTM
 def family_of(model: Any) -> str:
     """The family a model config (dict, DictConfig or config dataclass) belongs to."""
     family = model.get("family", "gpt") if hasattr(model, "get") else getattr(model, "family", "gpt")
-    if family not in FAMILIES:
-        raise ConfigError(f"model.family={family!r} is not allowed; choose one of {', '.join(FAMILIES)}")
+    require(family in FAMILIES, "model.family", family, "one of " + ", ".join(FAMILIES))
     return family
 
 

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tinygpt.common.errors import ConfigError
+from tinygpt.common.errors import ConfigError, require
 from tinygpt.model.implementation import DEFAULT, Implementation
 from tinygpt.model.kernels import CORES, Dropout
 from tinygpt.model.position import POSITIONS, apply_rope
@@ -119,8 +119,7 @@ class GPTConfig:
 
 
 def _require(ok: bool, field: str, value: Any, allowed: str) -> None:
-    if not ok:
-        raise ConfigError(f"GPTConfig.{field}={value!r} is not allowed: must be {allowed}")
+    require(ok, f"GPTConfig.{field}", value, allowed)  # the one value check (tinygpt/common/errors.py)
 
 
 # --------------------------------------------------------------------------------------------------------------------

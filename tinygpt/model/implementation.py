@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tinygpt.common.errors import ConfigError
+from tinygpt.common.errors import require
 from tinygpt.model.kernels import CORES, DROPOUT_IMPLS
 
 ATTENTION_DTYPES = ("auto", "float32", "compute")
@@ -33,10 +33,9 @@ class Implementation:
             ("dropout", DROPOUT_IMPLS),
             ("projections", PROJECTIONS),
         ):
-            if getattr(self, name) not in allowed:
-                raise ConfigError(
-                    f"speed.{name}={getattr(self, name)!r} is not allowed: must be one of {', '.join(allowed)}"
-                )
+            require(
+                getattr(self, name) in allowed, f"speed.{name}", getattr(self, name), "one of " + ", ".join(allowed)
+            )
 
     @property
     def fused(self) -> bool:

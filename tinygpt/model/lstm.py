@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tinygpt.common.errors import ConfigError
+from tinygpt.common.errors import ConfigError, require
 from tinygpt.model.gpt import GPTOutput
 from tinygpt.model.implementation import DEFAULT, Implementation
 from tinygpt.model.kernels import Dropout
@@ -37,20 +37,16 @@ class LSTMConfig:
     dropout: float = 0.0  # between stacked layers and before the output layer; 003's LSTM had none
 
     def __post_init__(self) -> None:
-        if self.family != "lstm":
-            raise ConfigError(f"LSTMConfig.family={self.family!r} is not allowed: must be 'lstm'")
+        require(self.family == "lstm", "LSTMConfig.family", self.family, "'lstm'")
         for name in ("context_length", "d_embed", "d_model", "n_layers"):
-            if getattr(self, name) <= 0:
-                raise ConfigError(
-                    f"LSTMConfig.{name}={getattr(self, name)!r} is not allowed: must be a positive integer"
-                )
-        if self.vocab_size < 0:
-            raise ConfigError(
-                f"LSTMConfig.vocab_size={self.vocab_size!r} is not allowed: must be a positive "
-                "integer (or 0 until the tokenizer fills it in)"
-            )
-        if not 0.0 <= self.dropout < 1.0:
-            raise ConfigError(f"LSTMConfig.dropout={self.dropout!r} is not allowed: must be a probability in [0, 1)")
+            require(getattr(self, name) > 0, f"LSTMConfig.{name}", getattr(self, name), "a positive integer")
+        require(
+            self.vocab_size >= 0,
+            "LSTMConfig.vocab_size",
+            self.vocab_size,
+            "a positive integer (or 0 until the tokenizer fills it in)",
+        )
+        require(0.0 <= self.dropout < 1.0, "LSTMConfig.dropout", self.dropout, "a probability in [0, 1)")
 
     def build(self, implementation: Implementation = DEFAULT) -> CharLSTM:
         """The LSTM this config describes (its dropout masks as ``implementation`` says)."""

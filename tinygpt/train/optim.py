@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from tinygpt.common.errors import ConfigError
+from tinygpt.common.errors import require
 from tinygpt.train.schedules import SCHEDULES, make_lr_lambda
 
 # optim.decay_on: which parameters weight decay applies to
@@ -31,28 +31,21 @@ class OptimConfig:
     decay_on: str = "matrices"  # a key of DECAY_GROUPS
 
     def __post_init__(self) -> None:
-        if self.decay_on not in DECAY_GROUPS:
-            raise ConfigError(
-                f"optim.decay_on={self.decay_on!r} is not allowed; choose one of {', '.join(DECAY_GROUPS)}"
-            )
-        if self.schedule not in SCHEDULES:
-            raise ConfigError(f"optim.schedule={self.schedule!r} is not allowed; choose one of {', '.join(SCHEDULES)}")
-        if not self.lr > 0:
-            raise ConfigError(f"optim.lr={self.lr} is not allowed: must be a positive number")
-        if len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
-            raise ConfigError(f"optim.betas={list(self.betas)} is not allowed: must be two numbers in [0, 1)")
-        if not 0 <= self.min_lr_ratio <= 1:
-            raise ConfigError(f"optim.min_lr_ratio={self.min_lr_ratio} is not allowed: must be in [0, 1]")
-        if not self.weight_decay >= 0:
-            raise ConfigError(f"optim.weight_decay={self.weight_decay} is not allowed: must be a non-negative number")
-        if not self.warmup_steps >= 0:
-            raise ConfigError(f"optim.warmup_steps={self.warmup_steps} is not allowed: must be a non-negative integer")
-        if not 0 <= self.decay_fraction <= 1:
-            raise ConfigError(f"optim.decay_fraction={self.decay_fraction} is not allowed: must be in [0, 1]")
-        if not self.grad_clip >= 0:  # a negative clip norm flips every gradient: training by gradient ascent
-            raise ConfigError(
-                f"optim.grad_clip={self.grad_clip} is not allowed: must be a non-negative number (0: no clipping)"
-            )
+        require(self.decay_on in DECAY_GROUPS, "optim.decay_on", self.decay_on, "one of " + ", ".join(DECAY_GROUPS))
+        require(self.schedule in SCHEDULES, "optim.schedule", self.schedule, "one of " + ", ".join(SCHEDULES))
+        require(self.lr > 0, "optim.lr", self.lr, "a positive number")
+        require(
+            len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas),
+            "optim.betas",
+            list(self.betas),
+            "two numbers in [0, 1)",
+        )
+        require(0 <= self.min_lr_ratio <= 1, "optim.min_lr_ratio", self.min_lr_ratio, "in [0, 1]")
+        require(self.weight_decay >= 0, "optim.weight_decay", self.weight_decay, "a non-negative number")
+        require(self.warmup_steps >= 0, "optim.warmup_steps", self.warmup_steps, "a non-negative integer")
+        require(0 <= self.decay_fraction <= 1, "optim.decay_fraction", self.decay_fraction, "in [0, 1]")
+        # a negative clip norm flips every gradient: training by gradient ascent
+        require(self.grad_clip >= 0, "optim.grad_clip", self.grad_clip, "a non-negative number (0: no clipping)")
 
     def build(self, model: torch.nn.Module, total_steps: int, implementation: dict | None = None):
         """AdamW over ``model``'s parameters (weight decay on ``decay_on``'s group) and its learning-rate schedule

@@ -60,7 +60,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tinygpt.common.errors import ConfigError
+from tinygpt.common.errors import require
 from tinygpt.model.implementation import ATTENTION_DTYPES, PROJECTIONS, Implementation
 from tinygpt.model.kernels import CORES, DROPOUT_IMPLS
 from tinygpt.train.malloc import MALLOC_IMPLS
@@ -93,19 +93,23 @@ class SpeedConfig:
 
     def __post_init__(self) -> None:
         for name, allowed in CHOICES.items():
-            value = getattr(self, name)
-            if value not in allowed:
-                raise ConfigError(f"speed.{name}={value!r} is not allowed: must be one of {', '.join(allowed)}")
-        if self.loss_chunk is not None and (not isinstance(self.loss_chunk, int) or self.loss_chunk <= 0):
-            raise ConfigError(
-                f"speed.loss_chunk={self.loss_chunk!r} is not allowed: must be a positive number "
-                "of tokens, or null for automatic"
+            require(
+                getattr(self, name) in allowed, f"speed.{name}", getattr(self, name), "one of " + ", ".join(allowed)
             )
+        require(
+            self.loss_chunk is None or (isinstance(self.loss_chunk, int) and self.loss_chunk > 0),
+            "speed.loss_chunk",
+            self.loss_chunk,
+            "a positive number of tokens, or null for automatic",
+        )
         for name in ("compile", "tf32"):
-            if not isinstance(getattr(self, name), bool):
-                raise ConfigError(f"speed.{name}={getattr(self, name)!r} is not allowed: must be true or false")
-        if self.peak_flops is not None and not self.peak_flops > 0:
-            raise ConfigError(f"speed.peak_flops={self.peak_flops!r} is not allowed: a positive FLOP/s, or null")
+            require(isinstance(getattr(self, name), bool), f"speed.{name}", getattr(self, name), "true or false")
+        require(
+            self.peak_flops is None or self.peak_flops > 0,
+            "speed.peak_flops",
+            self.peak_flops,
+            "a positive FLOP/s, or null",
+        )
 
 
 def implementation(config: SpeedConfig) -> Implementation:
