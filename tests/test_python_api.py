@@ -70,3 +70,21 @@ def test_a_users_preset_is_checked_against_the_schema(tmp_path):
     with pytest.raises(ConfigCompositionException) as failed:
         compose(["model=typo"], config_dir=tmp_path)
     assert "Key 'd_modle' not in 'GPTConfig'" in str(failed.value.__cause__ or failed.value)
+
+
+def test_the_runs_log_is_written_after_a_program_disabled_the_loggers_in_this_process(tmp_path):
+    """A tool run in-process with Hydra's job_logging=disabled (disable_existing_loggers: true) leaves tinygpt's
+    logger disabled; a Python API run after it still writes its lines to its train.log."""
+    import logging
+
+    from tinygpt.common.say import log_file, say
+
+    logger = logging.getLogger("tinygpt")
+    logger.disabled = True
+    try:
+        with log_file(tmp_path / "train.log"):
+            say("a line of the run")
+        assert "a line of the run" in (tmp_path / "train.log").read_text()
+        assert logger.disabled  # as it was before the run
+    finally:
+        logger.disabled = False

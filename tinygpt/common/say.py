@@ -61,14 +61,18 @@ def log_file(path: str | Path) -> Iterator[None]:
     handler = logging.FileHandler(path, delay=True)
     handler.setFormatter(logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"))
     loggers = [logging.getLogger(name) for name in RUN_LOGGERS]
-    levels = [logger.level for logger in loggers]
+    before = [(logger.level, logger.disabled) for logger in loggers]
     for logger in loggers:
         logger.addHandler(handler)
         logger.setLevel(min(logger.level or logging.INFO, logging.INFO))
+        # a Hydra program run earlier in this process may have disabled them (a tool's job_logging=disabled sets
+        # disable_existing_loggers), which would leave this run's log empty
+        logger.disabled = False
     try:
         yield
     finally:
-        for logger, level in zip(loggers, levels, strict=True):
+        for logger, (level, disabled) in zip(loggers, before, strict=True):
             logger.removeHandler(handler)
             logger.setLevel(level)
+            logger.disabled = disabled
         handler.close()
