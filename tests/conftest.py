@@ -46,6 +46,10 @@ CONF = REPO / "conf"
 # end of the session (pytest_sessionfinish), so runs of the suite leave nothing in the temp folder.
 LEASE_DIR = tempfile.mkdtemp(prefix="tinygpt-test-leases-")
 os.environ["TINYGPT_LEASE_DIR"] = LEASE_DIR
+# Prepared corpora (tinygpt/data/prepared.py) likewise: the tests' own, shared by the tests of one worker, removed at
+# the end; never the user's ~/.cache/tinygpt/prepared.
+PREPARED_DIR = tempfile.mkdtemp(prefix="tinygpt-test-prepared-")
+os.environ["TINYGPT_PREPARED"] = PREPARED_DIR
 
 # a tiny model and a short run: what the training tests have in common
 TINY_RUN = ["experiment=smoke"]
@@ -118,6 +122,7 @@ def pytest_collection_modifyitems(session, config, items):
 
 def pytest_sessionfinish(session, exitstatus):
     shutil.rmtree(LEASE_DIR, ignore_errors=True)
+    shutil.rmtree(PREPARED_DIR, ignore_errors=True)
 
 
 PYTHON = sys.executable

@@ -38,6 +38,7 @@ PROGRAMS = {
     "tinygpt-export": (CONF, "tools/export"),
     "tinygpt-params": (CONF, "params"),
     "tinygpt-import-hf": (CONF, "tools/import_hf"),
+    "tinygpt-prepare": (CONF, "tools/prepare"),
 }
 
 

@@ -40,6 +40,7 @@ def test_every_entry_point_is_the_script_of_the_same_name():
         "tinygpt-baselines",
         "tinygpt-register",
         "tinygpt-data-stats",
+        "tinygpt-prepare",
         "tinygpt-bench-train",
         "tinygpt-bench-generate",
         "tinygpt-step-parts",

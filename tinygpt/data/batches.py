@@ -34,7 +34,9 @@ def generator_for_step(seed: int, step: int) -> torch.Generator:
 
 
 class RandomWindows:
-    """Random windows of context_length + 1 tokens from one token tensor.
+    """Random windows of context_length + 1 tokens from one sequence of token ids: a tensor, or a numpy array such
+    as a prepared folder's memory-mapped train split (tinygpt/data/prepared.py), of which a batch reads only the
+    windows it draws. The same ids give the same batches either way.
 
     batch(step) -> (x, y), each Long[batch_size, context_length], y = x shifted by one token. With
     world_size > 1, the B * world_size windows of a step are drawn once and rank r takes its slice, so the
@@ -43,7 +45,7 @@ class RandomWindows:
 
     def __init__(
         self,
-        tokens: torch.Tensor,
+        tokens: torch.Tensor | np.ndarray,
         batch_size: int,
         context_length: int,
         seed: int,
@@ -51,8 +53,8 @@ class RandomWindows:
         rank: int = 0,
         world_size: int = 1,
     ):
-        if tokens.dim() != 1:
-            raise ConfigError(f"tokens must be a 1-D tensor, got shape {tuple(tokens.shape)}")
+        if tokens.ndim != 1:
+            raise ConfigError(f"tokens must be 1-D, got shape {tuple(tokens.shape)}")
         if len(tokens) < context_length + 1:
             raise ConfigError(
                 f"{len(tokens)} tokens are fewer than one window of context_length + 1 = {context_length + 1}"
@@ -72,7 +74,11 @@ class RandomWindows:
         generator = generator_for_step(self.seed, step)
         starts = torch.randint(0, n - T, (B * self.world_size,), generator=generator)
         starts = starts[self.rank * B : (self.rank + 1) * B]
-        windows = self.tokens[starts[:, None] + self._offsets].long()  # [B, T+1], one gather
+        index = starts[:, None] + self._offsets  # [B, T+1]: one gather
+        if isinstance(self.tokens, np.ndarray):
+            windows = torch.from_numpy(self.tokens[index.numpy()].astype(np.int64))
+        else:
+            windows = self.tokens[index].long()
         return windows[:, :-1], windows[:, 1:]
 
 

@@ -11,7 +11,9 @@ validation"; use the split only when nothing is to be chosen on it.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import lightning as L
@@ -20,11 +22,12 @@ from torch.utils.data import DataLoader, Subset
 
 from tinygpt.common.typed import typed
 from tinygpt.data.batches import SAMPLER_VERSION, RandomWindows, TrainBatches
-from tinygpt.data.config import DataConfig
+from tinygpt.data.config import DataConfig, text_settings
 from tinygpt.data.corpus import Corpus, open_corpus
 from tinygpt.data.documents import Piece, read_piece, total_bytes, total_chars
 from tinygpt.data.encoded import EncodedText, encode_segments
 from tinygpt.data.errors import DataError
+from tinygpt.data.prepared import Encoded, PreparedSplits, TrainTokens, file_identity, prepare
 from tinygpt.data.root import DataRoot, resolve_data_root
 from tinygpt.data.splits import SplitPlan, cut_by_tokens, plan_splits
 from tinygpt.data.tokenizers import Tokenizer, build_tokenizer
@@ -37,11 +40,13 @@ class _Prepared:
     corpus: Corpus
     plan: SplitPlan
     tokenizer: Tokenizer
-    train: EncodedText
+    train: TrainTokens
     fit_full_chars: int
     fit_full_bytes: int
     dev: EncodedText | None
     unseen_dev_chars: int
+    folder: Path  # the prepared folder the splits are mapped from
+    written: bool  # whether this run wrote it
 
 
 def _read(pieces: tuple[Piece, ...]) -> list[tuple[str, str]]:
@@ -86,54 +91,35 @@ class TextDataModule(L.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self._prepared is not None:
             return
-        config, T = self.config, self.context_length
-        root = resolve_data_root(config.root)
-        corpus = open_corpus(config, root)
-        plan = plan_splits(corpus, config)
-        if not plan.train:
-            raise DataError(f"the train split of {corpus.location} is empty; check data.fraction and the split sizes")
-        if config.dev != "none" and not (plan.dev or plan.cut_dev_by_tokens):
-            raise DataError(f"the dev split of {corpus.location} is empty; raise data.dev_fraction or data.dev_k")
-
-        unseen_dev = 0
-        if plan.cut_train_by_tokens:  # split_unit=tokens: a fixed tokenizer, then cuts at token boundaries
-            tokenizer = self._given_tokenizer or build_tokenizer(config.tokenizer, [], root)
-            fit_full = encode_segments(tokenizer, _read(plan.fit_full))
-            dev = encode_segments(tokenizer, _read(plan.dev)) if plan.dev else None
-            train, fit_full, dev = cut_by_tokens(fit_full, dev, plan, config)
-            fit_full_chars, fit_full_bytes = fit_full.chars, fit_full.bytes
-        else:
-            train_segments = _read(plan.train)
-            tokenizer = self._given_tokenizer or build_tokenizer(
-                config.tokenizer, [text for _, text in train_segments], root
-            )
-            train = encode_segments(tokenizer, train_segments)
-            del train_segments
-            dev = None
-            if plan.dev:
-                dev_segments = _read(plan.dev)
-                unseen_dev = sum(tokenizer.unseen_count(text) for _, text in dev_segments)
-                dev = encode_segments(tokenizer, dev_segments)
-                del dev_segments
-            fit_full_chars, fit_full_bytes = total_chars(plan.fit_full), total_bytes(plan.fit_full)
-
-        self._check_window("train", train, corpus)
-        if dev is not None:
-            self._check_window("dev", dev, corpus)
-        if plan.test and total_bytes(plan.test) < T + 1:  # no tokenizer makes more tokens than bytes
+        root, corpus, plan, splits = prepare_corpus(self.config, self._given_tokenizer)
+        extra = splits.manifest["extra"]
+        self._check_window("train", len(splits.train), corpus)
+        if splits.dev is not None:
+            self._check_window("dev", len(splits.dev), corpus)
+        if plan.test and total_bytes(plan.test) < self.context_length + 1:  # no tokenizer has more tokens than bytes
             raise DataError(
                 f"the held-out split of {corpus.location} has {total_bytes(plan.test)} bytes, fewer than one "
-                f"window of {T + 1} tokens; raise data.test_fraction / choose longer test documents, or set "
-                "data.test_fraction=0 / data.test_k=0 for no held-out split"
+                f"window of {self.context_length + 1} tokens; raise data.test_fraction / choose longer test "
+                "documents, or set data.test_fraction=0 / data.test_k=0 for no held-out split"
             )
         self._prepared = _Prepared(
-            root, corpus, plan, tokenizer, train, fit_full_chars, fit_full_bytes, dev, unseen_dev
+            root,
+            corpus,
+            plan,
+            splits.tokenizer,
+            splits.train,
+            extra["fit_full_chars"],
+            extra["fit_full_bytes"],
+            splits.dev,
+            extra["unseen_dev_chars"],
+            splits.folder,
+            splits.written,
         )
 
-    def _check_window(self, split: str, encoded: EncodedText, corpus: Corpus) -> None:
-        if len(encoded) < self.context_length + 1:
+    def _check_window(self, split: str, tokens: int, corpus: Corpus) -> None:
+        if tokens < self.context_length + 1:
             raise DataError(
-                f"the {split} split of {corpus.location} has {len(encoded)} tokens, fewer than one window of "
+                f"the {split} split of {corpus.location} has {tokens} tokens, fewer than one window of "
                 f"context_length + 1 = {self.context_length + 1}; use a longer corpus, a shorter context, or "
                 f"change the split sizes (data.dev_fraction, data.fraction, data.test_fraction)"
             )
@@ -164,10 +150,10 @@ class TextDataModule(L.LightningDataModule):
     @property
     def train_batches(self) -> RandomWindows:
         """The training batch function, batch(step) -> (x, y), for loops that do not use a Trainer."""
-        return RandomWindows(self.prepared.train.ids, self.config.batch_size, self.context_length, self.seed)
+        return RandomWindows(self.prepared.train.tokens, self.config.batch_size, self.context_length, self.seed)
 
     @property
-    def train_split(self) -> EncodedText:
+    def train_split(self) -> TrainTokens:
         return self.prepared.train
 
     @property
@@ -198,7 +184,7 @@ class TextDataModule(L.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         trainer = self.trainer
         windows = RandomWindows(
-            self.prepared.train.ids,
+            self.prepared.train.tokens,
             self.config.batch_size,
             self.context_length,
             self.seed,
@@ -257,7 +243,7 @@ class TextDataModule(L.LightningDataModule):
         unseen = sum(self.tokenizer.unseen_count(text) for _, text in segments)
         test = encode_segments(self.tokenizer, segments)
         del segments
-        self._check_window("held-out", test, self.prepared.corpus)
+        self._check_window("held-out", len(test), self.prepared.corpus)
         self._heldout_stats = {"tokens": len(test), "unseen_chars": unseen, "documents": list(test.documents)}
         return self._windows_loader(test)
 
@@ -315,6 +301,7 @@ class TextDataModule(L.LightningDataModule):
                 "sha256_checked": p.corpus.checksummed,
             },
             "root": {"path": str(p.root.path), "origin": p.root.origin},
+            "prepared": str(p.folder),
             "tokenizer": {"name": p.tokenizer.name, "vocab_size": p.tokenizer.vocab_size},
             "vocab_size": p.tokenizer.vocab_size,
             "context_length": self.context_length,
@@ -350,6 +337,8 @@ class TextDataModule(L.LightningDataModule):
             + (" (fitted on the train split only)" if self.tokenizer.needs_fitting else " (fixed)"),
             "splits: " + _describe_split_rules(config),
         ]
+        how = "encoded now, kept for later runs" if self.prepared.written else "mapped, encoded by an earlier run"
+        lines.insert(2, f"prepared: {self.prepared.folder} ({how})")
         for name in ("train", "dev", "test"):
             split = splits[name]
             if split is None:
@@ -393,3 +382,64 @@ def _describe_split_rules(config: DataConfig) -> str:
     else:
         dev = "no dev split"
     return f"{test}; {dev}; train = first {config.fraction:.0%} of the rest ({unit})"
+
+
+def prepare_corpus(
+    config: DataConfig, tokenizer: Tokenizer | None = None
+) -> tuple[DataRoot, Corpus, SplitPlan, PreparedSplits]:
+    """The corpus opened, its splits planned, and its train and dev splits encoded: mapped from their prepared
+    folder when one exists for this text and tokenizer (tinygpt/data/prepared.py), else encoded now and written
+    there for every later run (what ``tinygpt-prepare`` does, and every run's set-up). tokenizer: a given one (a
+    checkpoint's), else the config's, fitted on the train split."""
+    root = resolve_data_root(config.root)
+    corpus = open_corpus(config, root)
+    plan = plan_splits(corpus, config)
+    if not plan.train:
+        raise DataError(f"the train split of {corpus.location} is empty; check data.fraction and the split sizes")
+    if config.dev != "none" and not (plan.dev or plan.cut_dev_by_tokens):
+        raise DataError(f"the dev split of {corpus.location} is empty; raise data.dev_fraction or data.dev_k")
+    splits = prepare(_description(config, corpus, tokenizer), lambda: _encode(config, plan, root, tokenizer))
+    return root, corpus, plan, splits
+
+
+def _description(config: DataConfig, corpus: Corpus, given: Tokenizer | None) -> dict[str, Any]:
+    """What decides the encoded splits (tinygpt/data/prepared.py's fingerprint): the corpus's files as they are on
+    disk, the settings that decide each split's text and unit, and the tokenizer's config (or, for a tokenizer
+    given from a checkpoint, the tokenizer itself)."""
+    return {
+        "files": file_identity([document.path for document in corpus.documents]),
+        "documents": [document.name for document in corpus.documents],
+        "text": text_settings(config),
+        "split_unit": config.split_unit,
+        "tokenizer": {"name": config.tokenizer.name, "vocab_size": config.tokenizer.vocab_size}
+        if given is None
+        else {"given": hashlib.sha256(given.to_json().encode()).hexdigest()},
+    }
+
+
+def _encode(config: DataConfig, plan: SplitPlan, root: DataRoot, given: Tokenizer | None) -> Encoded:
+    """The splits encoded from the corpus (a prepared folder's contents): the tokenizer fitted on the train split
+    only, the train split piece by piece, the dev split whole."""
+    if plan.cut_train_by_tokens:  # split_unit=tokens: a fixed tokenizer, then cuts at token boundaries
+        tokenizer = given or build_tokenizer(config.tokenizer, [], root)
+        fit_full = encode_segments(tokenizer, _read(plan.fit_full))
+        dev = encode_segments(tokenizer, _read(plan.dev)) if plan.dev else None
+        train, fit_full, dev = cut_by_tokens(fit_full, dev, plan, config)
+        extra = {"fit_full_chars": fit_full.chars, "fit_full_bytes": fit_full.bytes, "unseen_dev_chars": 0}
+        return Encoded(tokenizer, [train], dev, extra)
+    train_segments = _read(plan.train)
+    tokenizer = given or build_tokenizer(config.tokenizer, [text for _, text in train_segments], root)
+    dev, unseen_dev = None, 0
+    if plan.dev:
+        dev_segments = _read(plan.dev)
+        unseen_dev = sum(tokenizer.unseen_count(text) for _, text in dev_segments)
+        dev = encode_segments(tokenizer, dev_segments)
+        del dev_segments
+    extra = {
+        "fit_full_chars": total_chars(plan.fit_full),
+        "fit_full_bytes": total_bytes(plan.fit_full),
+        "unseen_dev_chars": unseen_dev,
+    }
+    # one piece at a time: memory holds the train text and one piece's encoding, not the whole split's
+    pieces = (encode_segments(tokenizer, [segment]) for segment in train_segments)
+    return Encoded(tokenizer, pieces, dev, extra)

@@ -1,0 +1,208 @@
+"""Prepared corpora (tinygpt/data/prepared.py): the encoded splits written once, memory-mapped by every later run.
+
+What must hold: the mapped train split is exactly the in-memory encoding (so every committed result reproduces),
+a second run encodes nothing, a sweep's jobs share one folder, a changed corpus is prepared again, a killed
+prepare leaves no folder that looks complete, and a damaged folder is refused in one line naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from conftest import REPO
+
+from tinygpt.data import TextDataModule
+from tinygpt.data import datamodule as datamodule_module
+from tinygpt.data.batches import RandomWindows
+from tinygpt.data.encoded import encode_segments
+from tinygpt.data.errors import DataError
+from tinygpt.data.prepared import MANIFEST, ids_dtype, read_prepared
+
+
+@pytest.fixture
+def prepared_dir(tmp_path, monkeypatch):
+    folder = tmp_path / "prepared"
+    monkeypatch.setenv("TINYGPT_PREPARED", str(folder))
+    return folder
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for i in range(6):
+        (folder / f"doc{i}.txt").write_text(
+            f"Document {i}: " + "the quick brown fox jumps over the lazy dog. " * (40 + i)
+        )
+    return folder
+
+
+def module(corpus, seed=0, context_length=16, tokenizer="char", **data):
+    config = {
+        "name": "textdir",
+        "corpus": "dir",
+        "path": str(corpus),
+        "glob": "*.txt",
+        "test_k": 1,
+        "dev": "documents",
+        "dev_k": 1,
+        "tokenizer": {"name": tokenizer},
+        **data,
+    }
+    dm = TextDataModule(config, context_length=context_length, seed=seed)
+    dm.setup()
+    return dm
+
+
+@pytest.mark.parametrize("tokenizer", ["char", "bytes", "bpe"])
+def test_the_mapped_train_split_is_the_in_memory_encoding_and_gives_the_same_batches(corpus, prepared_dir, tokenizer):
+    dm = module(corpus, tokenizer=tokenizer)
+    plan = dm.prepared.plan
+    expected = encode_segments(dm.tokenizer, datamodule_module._read(plan.train))
+    assert torch.equal(dm.train_split.ids, expected.ids)
+    assert (dm.train_split.chars, dm.train_split.bytes) == (expected.chars, expected.bytes)
+    assert dm.train_split.tokens.dtype == np.uint16 and isinstance(dm.train_split.tokens, np.memmap)
+    mapped = RandomWindows(dm.train_split.tokens, 4, 16, seed=3)
+    in_memory = RandomWindows(expected.ids, 4, 16, seed=3)
+    for step in (0, 1, 57):
+        for got, want in zip(mapped.batch(step), in_memory.batch(step), strict=True):
+            assert got.dtype == torch.long and torch.equal(got, want)
+
+
+def test_a_second_run_maps_the_folder_and_encodes_nothing(corpus, prepared_dir, monkeypatch):
+    first = module(corpus)
+    assert first.prepared.written and first.prepared.folder.parent == prepared_dir
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("encoded again")
+
+    monkeypatch.setattr(datamodule_module, "encode_segments", refuse)
+    monkeypatch.setattr(datamodule_module, "build_tokenizer", refuse)
+    # another job of the same sweep: another seed and context length, the same text and tokenizer
+    second = module(corpus, seed=1, context_length=8)
+    assert not second.prepared.written and second.prepared.folder == first.prepared.folder
+    assert torch.equal(second.train_split.ids, first.train_split.ids)
+    assert torch.equal(second.dev_split.ids, first.dev_split.ids)
+    assert torch.equal(second.dev_split.token_bytes, first.dev_split.token_bytes)
+    assert second.tokenizer.to_json() == first.tokenizer.to_json()
+    assert second.describe()["splits"] == first.describe()["splits"]
+    assert any("mapped, encoded by an earlier run" in line for line in second.summary_lines())
+    assert len(list(prepared_dir.iterdir())) == 1
+
+
+def test_a_changed_corpus_or_tokenizer_is_prepared_again(corpus, prepared_dir):
+    first = module(corpus)
+    (corpus / "doc3.txt").write_text("changed " * 300)
+    changed = module(corpus)
+    assert changed.prepared.written and changed.prepared.folder != first.prepared.folder
+    other = module(corpus, tokenizer="bytes")
+    assert other.prepared.folder not in (first.prepared.folder, changed.prepared.folder)
+
+
+def test_ids_are_uint16_when_the_vocabulary_fits_else_uint32():
+    assert (ids_dtype(65_536), ids_dtype(65_537), ids_dtype(50_257)) == (np.uint16, np.uint32, np.uint16)
+
+
+def test_a_damaged_folder_is_refused_in_one_line_naming_the_file(corpus, prepared_dir):
+    folder = module(corpus).prepared.folder
+    ids = folder / "train.ids"
+    size = ids.stat().st_size
+    with open(ids, "r+b") as file:
+        file.truncate(size - 2)
+    with pytest.raises(DataError, match=rf"^prepared file {ids} holds {size - 2:,} bytes, its manifest says"):
+        module(corpus)
+    manifest = json.loads((folder / MANIFEST).read_text())
+    (folder / MANIFEST).write_text(json.dumps({**manifest, "format": "other-v9"}))
+    with pytest.raises(DataError, match=r"is in format 'other-v9', this tinygpt reads"):
+        read_prepared(folder)
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    (folder / "tokenizer.json").write_text("{}")
+    with pytest.raises(DataError, match=r"tokenizer.json does not match its manifest"):
+        read_prepared(folder)
+
+
+def test_a_prepare_that_fails_midway_leaves_no_folder_and_the_next_run_finishes_it(corpus, prepared_dir, monkeypatch):
+    real = datamodule_module.encode_segments
+    calls = []
+
+    def fail_on_the_third_piece(tokenizer, segments):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(tokenizer, segments)
+
+    monkeypatch.setattr(datamodule_module, "encode_segments", fail_on_the_third_piece)
+    with pytest.raises(KeyboardInterrupt):
+        module(corpus)
+    assert not prepared_dir.exists() or not any(prepared_dir.iterdir())  # nothing, not even the staging folder
+    monkeypatch.setattr(datamodule_module, "encode_segments", real)
+    assert module(corpus).prepared.written
+
+
+KILLED = """
+import os, sys, time
+from tinygpt.data import TextDataModule
+from tinygpt.data import datamodule
+real = datamodule.encode_segments
+calls = []
+def slow(tokenizer, segments):
+    calls.append(1)
+    if len(calls) == 4:  # the train split's second piece has been written: say so, and wait to be killed
+        print("midway", flush=True)
+        time.sleep(60)
+    return real(tokenizer, segments)
+datamodule.encode_segments = slow
+config = dict(name="textdir", corpus="dir", path=sys.argv[1], glob="*.txt", test_k=1, dev="documents", dev_k=1)
+TextDataModule(config, context_length=16, seed=0).setup()
+"""
+
+
+def test_a_prepare_killed_mid_shard_reruns_to_the_same_bytes(corpus, prepared_dir, tmp_path, monkeypatch):
+    env = {**os.environ, "TINYGPT_PREPARED": str(prepared_dir)}
+    process = subprocess.Popen(
+        [sys.executable, "-c", KILLED, str(corpus)], cwd=REPO, env=env, stdout=subprocess.PIPE, text=True
+    )
+    assert process.stdout.readline().strip() == "midway"
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=30)
+    assert not [p for p in prepared_dir.iterdir() if (p / MANIFEST).exists()]  # only a staging folder is left
+    rerun = module(corpus).prepared
+    assert rerun.written
+    monkeypatch.setenv("TINYGPT_PREPARED", str(tmp_path / "fresh"))  # a prepare that was never killed
+    fresh = module(corpus).prepared.folder
+    for name in ("train.ids", "dev.ids", "dev.bytes", "dev.chars", "dev.doc", "tokenizer.json"):
+        assert (rerun.folder / name).read_bytes() == (fresh / name).read_bytes(), name
+
+
+def test_tinygpt_prepare_writes_the_folder_a_run_then_maps(corpus, prepared_dir, tmp_path):
+    """The program over the same data settings as training: the first call encodes, the second and a run's set-up
+    map the same folder; a bad path is refused in one line, nothing written."""
+    env = {**os.environ, "TINYGPT_PREPARED": str(prepared_dir)}
+    data = ["data=textdir", f"data.path={corpus}", "data.glob=*.txt", "data.test_k=1", "data.dev=documents"]
+    data += ["data.dev_k=1"]
+    command = [sys.executable, str(REPO / "scripts" / "prepare.py"), *data]
+    first = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr[-2000:]
+    [folder] = [p for p in prepared_dir.iterdir()]
+    assert f"prepared: {folder} (encoded now)" in first.stdout and "ids stored as uint16" in first.stdout
+    again = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert f"prepared: {folder} (already prepared: mapped, nothing encoded)" in again.stdout
+    dm = module(corpus)
+    assert dm.prepared.folder == folder and not dm.prepared.written
+    bad = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "prepare.py"), "data=textfile", f"data.path={tmp_path / 'nope.txt'}"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "nope.txt" in bad.stderr
+    assert len(list(prepared_dir.iterdir())) == 1

@@ -1,0 +1,241 @@
+"""A corpus's encoded splits on disk, made once and memory-mapped by every run that reads the same text.
+
+Why: before this, every run start (and every job of a sweep) re-read the corpus, refitted the tokenizer and
+encoded train and dev into four int64 tensors a token (ids, bytes, characters, document: 32 bytes a token), so a
+corpus of a few hundred megabytes needed tens of gigabytes of RAM, twelve times over for a twelve-job sweep. Now
+the first run (or ``tinygpt-prepare``) writes a prepared folder and every later run maps it:
+
+- ``train.ids``: the train split's token ids, ``uint16`` when the vocabulary fits, else ``uint32``, read with
+  ``numpy.memmap``: the random windows of a batch touch only their own pages, and a training run needs nothing
+  else of the train split (its loss is per token; bits per byte is scored on dev and test);
+- ``dev.ids``, ``dev.bytes``, ``dev.chars``, ``dev.doc`` (``uint32``): what exact bits per byte needs, each token's
+  UTF-8 bytes and characters and its document;
+- ``tokenizer.json``: the fitted tokenizer (fitted on the train split only, as before);
+- ``manifest.json``: the fingerprint, the counts, each file's size, and the tinygpt version.
+
+The folder's name is a fingerprint of what decides its contents: the corpus's files (name, size, modification
+time), the settings that decide each split's text (``text_settings``), the split unit and the tokenizer's config
+(or, for a tokenizer given from a checkpoint, its JSON). The model's context, the batch size and the seed do not
+enter it, so every job of a sweep over seeds, models or optimizers reuses one folder. The held-out split is not in
+it: it stays a plan until ``test_dataloader``, the one scoring call, reads it.
+
+The train split is encoded piece by piece (a piece is one document, or one file's share of a split) and appended
+to ``train.ids`` as it goes, so memory holds the train text (which fitting a tokenizer reads) and one piece's
+encoding, not 32 bytes a token of the whole split. A piece is never cut: cutting one would change the tokens at
+the cut, and every committed result must reproduce.
+
+Writes go into a temporary folder beside the final one, which is renamed into place when complete: a killed
+prepare leaves no folder that looks complete, and the next run prepares it again. Two jobs that prepare the same
+folder at once both finish; the second rename finds the first's folder and uses it (the contents are the same).
+A folder whose files do not match its manifest (a truncated file, another tinygpt's format) is refused in one line
+naming the file and what differs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from tinygpt.common.files import write_json_atomic
+from tinygpt.data.encoded import EncodedText
+from tinygpt.data.errors import DataError
+from tinygpt.data.root import default_cache_dir
+from tinygpt.data.tokenizers import Tokenizer, tokenizer_from_json
+
+FORMAT = "tinygpt-prepared-v1"  # bump when what a prepared folder holds, or how, changes
+CACHE_ENV = "TINYGPT_PREPARED"  # where prepared folders live; default: <cache dir>/prepared
+MANIFEST, TOKENIZER = "manifest.json", "tokenizer.json"
+DEV_ARRAYS = ("ids", "bytes", "chars", "doc")
+
+
+def prepared_root() -> Path:
+    """Where prepared folders are kept: ``$TINYGPT_PREPARED``, else ``~/.cache/tinygpt/prepared`` (the data root
+    may be a shared, read-only folder, so they are not written there)."""
+    configured = os.environ.get(CACHE_ENV)
+    return Path(configured).expanduser() if configured else default_cache_dir() / "prepared"
+
+
+def fingerprint(description: dict) -> str:
+    """The folder name for a description of what decides the contents (a JSON-able dict)."""
+    text = json.dumps({"format": FORMAT, **description}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def ids_dtype(vocab_size: int) -> np.dtype:
+    return np.dtype(np.uint16) if vocab_size <= np.iinfo(np.uint16).max + 1 else np.dtype(np.uint32)
+
+
+@dataclass(frozen=True)
+class TrainTokens:
+    """The train split as training reads it: its token ids, memory-mapped, and its counts."""
+
+    tokens: np.ndarray  # a read-only numpy.memmap of uint16 or uint32 ids
+    documents: tuple[str, ...]
+    chars: int
+    bytes: int
+
+    def __len__(self) -> int:
+        return int(self.tokens.shape[0])
+
+    @property
+    def ids(self) -> torch.Tensor:
+        """The ids as one int64 tensor, for the tools that read the whole split (data statistics, the collapse
+        diagnostics): 8 bytes a token, made when asked; training reads ``tokens``."""
+        return torch.from_numpy(np.asarray(self.tokens, dtype=np.int64))
+
+
+@dataclass(frozen=True)
+class PreparedSplits:
+    folder: Path
+    tokenizer: Tokenizer
+    train: TrainTokens
+    dev: EncodedText | None
+    manifest: dict
+    written: bool = False  # True when this call wrote the folder (False: mapped one an earlier run wrote)
+
+
+def _map(path: Path, dtype: np.dtype, count: int) -> np.ndarray:
+    """``path`` as a read-only memmap of ``count`` items, refused in one line when its size says otherwise."""
+    if not path.is_file():
+        raise DataError(f"prepared file {path} is missing; delete {path.parent} to prepare it again")
+    expected = count * dtype.itemsize
+    size = path.stat().st_size
+    if size != expected:
+        raise DataError(
+            f"prepared file {path} holds {size:,} bytes, its manifest says {count:,} {dtype.name} = {expected:,}; "
+            f"delete {path.parent} to prepare it again"
+        )
+    if count == 0:
+        return np.zeros(0, dtype=dtype)
+    return np.memmap(path, dtype=dtype, mode="r", shape=(count,))
+
+
+def read_prepared(folder: Path, expected_tokenizer: str | None = None) -> PreparedSplits:
+    """A complete prepared folder, checked against its manifest; ``expected_tokenizer``: the JSON of the tokenizer
+    the caller brings, refused when the folder's differs."""
+    manifest_path = folder / MANIFEST
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except (OSError, ValueError) as err:
+        raise DataError(f"prepared folder {folder}: {MANIFEST} is unreadable ({err}); delete the folder") from None
+    if manifest.get("format") != FORMAT:
+        raise DataError(
+            f"prepared folder {folder} is in format {manifest.get('format')!r}, this tinygpt reads {FORMAT!r}; "
+            "delete the folder to prepare it again"
+        )
+    tokenizer_json = (folder / TOKENIZER).read_text()
+    digest = hashlib.sha256(tokenizer_json.encode()).hexdigest()
+    if digest != manifest["tokenizer"]["sha256"]:
+        raise DataError(f"prepared file {folder / TOKENIZER} does not match its manifest's sha256; delete {folder}")
+    if expected_tokenizer is not None and expected_tokenizer != tokenizer_json:
+        raise DataError(f"prepared folder {folder} was encoded with another tokenizer than the one given")
+    train = manifest["train"]
+    dtype = np.dtype(manifest["ids_dtype"])
+    tokens = _map(folder / "train.ids", dtype, train["tokens"])
+    dev = None
+    if manifest.get("dev") is not None:
+        n = manifest["dev"]["tokens"]
+        arrays = [
+            torch.from_numpy(np.asarray(_map(folder / f"dev.{name}", np.dtype(np.uint32), n), dtype=np.int64))
+            for name in DEV_ARRAYS
+        ]
+        dev = EncodedText(*arrays, tuple(manifest["dev"]["documents"]))
+    return PreparedSplits(
+        folder,
+        tokenizer_from_json(tokenizer_json),
+        TrainTokens(tokens, tuple(train["documents"]), train["chars"], train["bytes"]),
+        dev,
+        manifest,
+    )
+
+
+def _append(path: Path, values: torch.Tensor | np.ndarray, dtype: np.dtype) -> None:
+    array = values.numpy() if isinstance(values, torch.Tensor) else values
+    if array.size and (array.min() < 0 or array.max() > np.iinfo(dtype).max):
+        raise DataError(f"{path.name}: values outside {dtype.name} (a tokenizer larger than its vocabulary?)")
+    with open(path, "ab") as file:
+        file.write(np.ascontiguousarray(array, dtype=dtype).tobytes())
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """What a prepared folder is written from (``prepare``'s ``make``): made only when the folder is missing."""
+
+    tokenizer: Tokenizer
+    train: Iterable[EncodedText]  # the train split's pieces, encoded one at a time, in order
+    dev: EncodedText | None
+    extra: dict  # what the run reports about the splits (counts of the fit text, unseen characters)
+
+
+def prepare(description: dict, make: Callable[[], Encoded]) -> PreparedSplits:
+    """The prepared folder for ``description`` (see ``fingerprint``): read when it exists, else written from
+    ``make()`` (which reads and encodes the corpus) and then read. ``extra`` goes into the manifest, so that a run
+    that maps the folder reports what the run that wrote it reported."""
+    folder = prepared_root() / fingerprint(description)
+    if (folder / MANIFEST).is_file():
+        return read_prepared(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    try:
+        encoded = make()
+        tokenizer_json = encoded.tokenizer.to_json()
+        (staging / TOKENIZER).write_text(tokenizer_json)
+        dtype = ids_dtype(encoded.tokenizer.vocab_size)
+        train_ids = staging / "train.ids"
+        train_ids.touch()
+        tokens = chars = n_bytes = 0
+        documents: list[str] = []
+        for piece in encoded.train:
+            _append(train_ids, piece.ids, dtype)
+            tokens, chars, n_bytes = tokens + len(piece), chars + piece.chars, n_bytes + piece.bytes
+            documents += [name for name in piece.documents if not documents or documents[-1] != name]
+        dev = encoded.dev
+        if dev is not None:
+            values = (dev.ids, dev.token_bytes, dev.token_chars, dev.token_doc)
+            for array_name, array in zip(DEV_ARRAYS, values, strict=True):
+                (staging / f"dev.{array_name}").touch()
+                _append(staging / f"dev.{array_name}", array, np.dtype(np.uint32))
+        manifest = {
+            "format": FORMAT,
+            "fingerprint": folder.name,
+            "description": description,
+            "ids_dtype": dtype.name,
+            "tokenizer": {
+                "name": encoded.tokenizer.name,
+                "vocab_size": encoded.tokenizer.vocab_size,
+                "sha256": hashlib.sha256(tokenizer_json.encode()).hexdigest(),
+            },
+            "train": {"tokens": tokens, "chars": chars, "bytes": n_bytes, "documents": documents},
+            "dev": None
+            if dev is None
+            else {"tokens": len(dev), "chars": dev.chars, "bytes": dev.bytes, "documents": list(dev.documents)},
+            "extra": encoded.extra,
+        }
+        write_json_atomic(staging / MANIFEST, manifest)  # last: a folder with a manifest is complete
+        try:
+            os.rename(staging, folder)
+        except OSError:  # another process renamed the same folder into place first
+            if not (folder / MANIFEST).is_file():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return replace(read_prepared(folder), written=True)
+
+
+def file_identity(paths: Sequence[Path]) -> list[tuple[str, int, int]]:
+    """(path, size, modification time in ns) of each file: what says a corpus's files are the ones a folder was
+    prepared from, without reading them."""
+    out = []
+    for path in paths:
+        stat = Path(path).stat()
+        out.append((str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns))
+    return out
