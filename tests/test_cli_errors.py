@@ -122,3 +122,14 @@ def test_help_lists_each_groups_choices_and_no_schema(tmp_path):
     assert groups["model"] == "blog, gpt2_124m, llama3_8b, lstm, qwen3_0_6b, since_gpt2, tiny"
     assert groups["optim"] == "adamw" and groups["model/position"] == "alibi, learned, none, rope, sinusoidal"
     assert "schema" not in done.stdout.split("== Config ==")[0] and "tools" not in groups
+
+
+def test_a_missing_path_is_not_called_unwritable_and_an_unwritable_one_is():
+    """The one line for an OSError naming a path: a missing file (read, or a folder to write into) says it does
+    not exist; a permission or type problem says it cannot be written."""
+    from tinygpt.cli.entry import line_for
+
+    missing = line_for(FileNotFoundError(2, "No such file or directory", "/data/book.txt"))
+    assert missing.startswith("/data/book.txt: No such file or directory") and "cannot write" not in missing
+    denied = line_for(PermissionError(13, "Permission denied", "/outputs/run"))
+    assert denied.startswith("cannot write /outputs/run: Permission denied; choose a folder you can write")

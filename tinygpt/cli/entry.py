@@ -92,6 +92,8 @@ def line_for(err: BaseException) -> str | None:
         return "; ".join(line.strip() for line in str(err).splitlines() if line.strip())
     if isinstance(err, ModuleNotFoundError):
         return _missing_extra(err)
+    if isinstance(err, FileNotFoundError) and err.filename:  # read or written: a file, or the folder it goes in
+        return f"{err.filename}: {err.strerror} (a path given, or the folder it is written into, does not exist)"
     if isinstance(err, PATH_ERRORS) and err.filename:
         return (
             f"cannot write {err.filename}: {err.strerror}; choose a folder you can write (hydra.run.dir=..., out=...)"
