@@ -19,7 +19,7 @@ import torch
 
 from tinygpt.model import build_model
 from tinygpt.model.kernels import linear_cross_entropy
-from tinygpt.train.speedups import SpeedConfig, implementation
+from tinygpt.model.speed import SpeedConfig
 
 libc = ctypes.CDLL(None)
 libc.mallopt(-3, 128 * 1024)  # M_MMAP_THRESHOLD fixed: large tensors are mmapped and unmapped on free
@@ -38,7 +38,7 @@ def peak(model, batch, speed):
     libc.malloc_trim(0)
     Path("/proc/self/clear_refs").write_text("5")
     before = status("VmRSS")
-    net = build_model(model, implementation(SpeedConfig(**speed)))
+    net = build_model(model, SpeedConfig(**speed))
     opt = torch.optim.AdamW(net.parameters(), fused=True)
     for _ in range(2):
         hidden, aux = net.features(x)

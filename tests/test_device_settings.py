@@ -12,11 +12,11 @@ import torch
 
 from tinygpt.model.gpt import CausalSelfAttention
 from tinygpt.model.kernels import Dropout
+from tinygpt.model.speed import SpeedConfig
 from tinygpt.train import device_settings
 from tinygpt.train.device_settings import CUBLAS_DETERMINISTIC, exactness, resolve
 from tinygpt.train.run import build_datamodule, build_module, device_speed
 from tinygpt.train.schema import parse_run_config
-from tinygpt.train.speedups import SpeedConfig
 
 
 def test_auto_switches_resolve_per_device():

@@ -10,10 +10,9 @@ import torch.nn.functional as F
 import tinygpt.model.kernels as attention_core
 import tinygpt.model.kernels as dropout_module
 from tinygpt.model import GPT, GPTConfig
-from tinygpt.model.implementation import Implementation
 from tinygpt.model.kernels import LEVELS, dropout, int16_keep_mask, resolved
 from tinygpt.model.lstm import CharLSTM, LSTMConfig
-from tinygpt.train.speedups import SpeedConfig, implementation
+from tinygpt.model.speed import SpeedConfig
 
 TINY = dict(vocab_size=61, context_length=24, d_model=32, n_layers=2, n_heads=4, dropout=0.25)
 
@@ -115,20 +114,20 @@ def count_int16_masks(monkeypatch) -> list[tuple[int, ...]]:
 @pytest.mark.parametrize("position", ["rope", "alibi"])
 def test_speed_dropout_int16_reaches_every_dropout_of_the_gpt_in_training_only(monkeypatch, position):
     shapes = count_int16_masks(monkeypatch)
-    model = GPT(GPTConfig(**TINY, position=position), Implementation(dropout="int16"))
+    model = GPT(GPTConfig(**TINY, position=position), SpeedConfig(dropout="int16"))
     idx = torch.randint(0, 61, (2, 24))
     model.train()(idx)
     # per layer: the attention weights (B, H, T, T), then the two sublayer outputs (B, T, d)
     assert shapes == [(2, 4, 24, 24), (2, 24, 32), (2, 24, 32)] * 2
     model.eval()(idx)
-    GPT(GPTConfig(**TINY, position=position), Implementation(dropout="torch")).train()(idx)
+    GPT(GPTConfig(**TINY, position=position), SpeedConfig(dropout="torch")).train()(idx)
     assert len(shapes) == 6  # neither evaluation nor torch's dropout draws int16 masks
 
 
 def test_speed_dropout_int16_reaches_the_lstm(monkeypatch):
     shapes = count_int16_masks(monkeypatch)
     model = CharLSTM(
-        LSTMConfig(vocab_size=61, d_embed=8, d_model=16, n_layers=1, dropout=0.2), Implementation(dropout="int16")
+        LSTMConfig(vocab_size=61, d_embed=8, d_model=16, n_layers=1, dropout=0.2), SpeedConfig(dropout="int16")
     )
     model.train()(torch.randint(0, 61, (2, 24)))
     assert shapes == [(2, 24, 16)]
@@ -149,6 +148,6 @@ def test_auto_is_int16_on_a_cpu_and_torch_elsewhere():
 
 def test_the_default_model_trains_with_int16_masks_on_a_cpu(monkeypatch):
     shapes = count_int16_masks(monkeypatch)
-    model = GPT(GPTConfig(**TINY), implementation(SpeedConfig()))  # as training builds it
+    model = GPT(GPTConfig(**TINY), SpeedConfig())  # as training builds it
     model.train()(torch.randint(0, 61, (2, 24)))
     assert len(shapes) == 6

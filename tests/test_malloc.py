@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tinygpt.model.speed import SpeedConfig
 from tinygpt.train import malloc
-from tinygpt.train.speedups import SpeedConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 

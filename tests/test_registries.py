@@ -16,12 +16,11 @@ from tinygpt.data.sources import NAMED_CORPORA
 from tinygpt.data.tokenizers import TOKENIZERS, BytesTokenizer, TokenizerKind, tokenizer_from_json
 from tinygpt.model import FAMILIES, GPT, GPTConfig, build_model, family_of
 from tinygpt.model.gpt import MLPS, NORMS
-from tinygpt.model.implementation import Implementation
 from tinygpt.model.kernels import CORES, SDPACore
 from tinygpt.model.position import POSITIONS, Positions
+from tinygpt.model.speed import SpeedConfig
 from tinygpt.train.optim import OptimConfig
 from tinygpt.train.schedules import SCHEDULES, lr_multiplier
-from tinygpt.train.speedups import SpeedConfig
 
 SMALL = dict(vocab_size=11, context_length=8, d_model=16, n_layers=1, n_heads=2)
 
@@ -77,7 +76,7 @@ def test_attention_core_registry_gives_names_errors_and_dispatch(monkeypatch):
     monkeypatch.setitem(CORES, "halved", HalvedCore)
     torch.manual_seed(0)
     model = GPT(GPTConfig(**SMALL))
-    halved = GPT(GPTConfig(**SMALL), Implementation(attention="halved"))
+    halved = GPT(GPTConfig(**SMALL), SpeedConfig(attention="halved"))
     halved.load_state_dict(model.state_dict())
     attention = halved.blocks[0].attention
     assert isinstance(attention.core, HalvedCore)
@@ -89,7 +88,7 @@ def test_attention_core_registry_gives_names_errors_and_dispatch(monkeypatch):
     ):
         SpeedConfig(attention="flash")
     with pytest.raises(ValueError, match="sdpa, explicit, halved"):
-        Implementation(attention="flash")
+        SpeedConfig(attention="flash")
 
 
 def test_schedule_registry_gives_names_errors_and_dispatch(monkeypatch):

@@ -12,12 +12,11 @@ from test_train_run import train_losses
 import tinygpt.model.kernels as attention_core
 from tinygpt.model import GPT, GPTConfig
 from tinygpt.model.generate import generate
-from tinygpt.model.implementation import Implementation
 from tinygpt.model.kernels import auto_chunk, linear_cross_entropy
+from tinygpt.model.speed import SpeedConfig, optimizer_flags
 from tinygpt.train.module import GPTModule
 from tinygpt.train.optim import OptimConfig
 from tinygpt.train.run import train
-from tinygpt.train.speedups import SpeedConfig, implementation, optimizer_flags
 
 TINY = dict(vocab_size=61, context_length=24, d_model=32, n_layers=2, n_heads=4, dropout=0.0)
 
@@ -60,7 +59,7 @@ def test_chunked_loss_with_a_head_bias_gives_the_plain_loss_and_all_three_gradie
 
 def built(model: GPT, **switches) -> GPT:
     """The same weights in a model built to compute as ``switches`` say (the model's share of speed.*)."""
-    twin = GPT(model.config, Implementation(**switches))
+    twin = GPT(model.config, SpeedConfig(**switches))
     twin.load_state_dict(model.state_dict())
     return twin.train(model.training)
 
@@ -152,7 +151,7 @@ def test_the_attention_switch_routes_training_dropout_and_only_that(monkeypatch)
     monkeypatch.setattr(
         attention_core, "explicit_attention", lambda *args, **kw: calls.append(args[3]) or original(*args, **kw)
     )
-    model = GPT(GPTConfig(**{**TINY, "dropout": 0.25}), Implementation(attention="explicit", dropout="torch"))
+    model = GPT(GPTConfig(**{**TINY, "dropout": 0.25}), SpeedConfig(attention="explicit", dropout="torch"))
     idx = torch.randint(0, 61, (2, 24))
     model.train()(idx)
     assert calls == [0.25, 0.25]  # each layer, with the configured p
@@ -481,7 +480,7 @@ def test_the_trunk_traces_as_one_graph_for_compile(variant):
 
     torch._dynamo.reset()
     torch.manual_seed(0)
-    model = GPT(GPTConfig(**{**TINY, **VARIANTS[variant], "dropout": 0.1}), implementation(SpeedConfig()))
+    model = GPT(GPTConfig(**{**TINY, **VARIANTS[variant], "dropout": 0.1}), SpeedConfig())
     idx = torch.randint(0, 61, (3, 24))
     results = []
     for features in (model.features, torch.compile(model.features, backend="eager", fullgraph=True)):
@@ -581,7 +580,7 @@ def sdpa_dtypes(monkeypatch) -> list[torch.dtype]:
 def test_attention_dtype_sets_the_cores_dtype_under_bf16_autocast(monkeypatch, setting, core):
     seen = sdpa_dtypes(monkeypatch)
     torch.manual_seed(0)
-    model = GPT(GPTConfig(**TINY), Implementation(attention_dtype=setting))
+    model = GPT(GPTConfig(**TINY), SpeedConfig(attention_dtype=setting))
     idx = torch.randint(0, 61, (2, 24))
     with torch.autocast("cpu", dtype=torch.bfloat16):
         logits = model(idx).logits
@@ -602,7 +601,7 @@ def test_auto_keeps_the_written_out_dropout_core_in_bf16(monkeypatch, setting, c
         return original(q, *args, **kwargs)
 
     monkeypatch.setattr(attention_core, "explicit_attention", recorded)
-    model = GPT(GPTConfig(**{**TINY, "dropout": 0.2}), Implementation(attention_dtype=setting, dropout="int16")).train()
+    model = GPT(GPTConfig(**{**TINY, "dropout": 0.2}), SpeedConfig(attention_dtype=setting, dropout="int16")).train()
     with torch.autocast("cpu", dtype=torch.bfloat16):
         model(torch.randint(0, 61, (2, 24)))
     assert seen == [core, core]

@@ -44,13 +44,13 @@ import torch
 from tinygpt.cli.config import compose_run_config
 from tinygpt.cli.entry import entry
 from tinygpt.model.families import flops_per_token
+from tinygpt.model.speed import optimizer_flags
 from tinygpt.train import device_settings
 from tinygpt.train.module import GPTModule
 from tinygpt.train.provenance import device_name
 from tinygpt.train.run import build_datamodule, build_module, device_speed
 from tinygpt.train.schema import parse_run_config
 from tinygpt.train.speed import compute_dtype, matmul_peak
-from tinygpt.train.speedups import optimizer_flags
 
 # nanoGPT's architecture, its exact nn.GELU() included (the peers kit's nanogpt shape runs model.mlp=gelu: tanh)
 NANOGPT = [

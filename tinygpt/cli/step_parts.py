@@ -28,9 +28,9 @@ from tinygpt.cli import bench_train
 from tinygpt.cli.entry import entry
 from tinygpt.launch.precision import choose
 from tinygpt.model import families
+from tinygpt.model.speed import optimizer_flags
 from tinygpt.train.run import build_datamodule, build_module
 from tinygpt.train.speed import compute_dtype, matmul_peak
-from tinygpt.train.speedups import optimizer_flags
 
 PARTS = ("batch", "forward", "backward", "optimizer")
 

@@ -12,8 +12,8 @@ from typing import Any
 from tinygpt.common.errors import require
 from tinygpt.common.typed import typed
 from tinygpt.model.gpt import GPT, GPTConfig
-from tinygpt.model.implementation import DEFAULT, Implementation
 from tinygpt.model.lstm import CharLSTM, LSTMConfig
+from tinygpt.model.speed import DEFAULT, SpeedConfig
 
 FAMILIES: dict[str, tuple[type, type]] = {"gpt": (GPTConfig, GPT), "lstm": (LSTMConfig, CharLSTM)}
 
@@ -36,10 +36,10 @@ def config_from(model: Any):
     return typed(config_cls, model, "model")
 
 
-def build_model(config: Any, implementation: Implementation = DEFAULT):
+def build_model(config: Any, speed: SpeedConfig = DEFAULT):
     """The model for a typed config or a plain dict of its fields (as saved in a checkpoint's hparams), built to
-    compute as ``implementation`` says (the speed switches that live in the model): its config's ``build``."""
-    return config_from(config).build(implementation)
+    compute as ``speed`` says (the speed switches that live in the model): its config's ``build``."""
+    return config_from(config).build(speed)
 
 
 def flops_per_token(model) -> int:

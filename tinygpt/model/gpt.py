@@ -1,7 +1,7 @@
 """The GPT, top down: its config (every architecture switch of the spec), the model, the block, attention and its KV
 cache, the MLPs and the norms, with the registries ``model.mlp`` and ``model.norm`` name. Positions have their own
 file (tinygpt/model/position.py); how the modules compute (dropout masks, attention cores, fused projections) is
-chosen by name from tinygpt/model/kernels.py through ``Implementation`` (tinygpt/model/implementation.py).
+chosen by name from tinygpt/model/kernels.py through ``SpeedConfig`` (tinygpt/model/speed.py).
 
 One file, as nanoGPT's and litgpt's models are: a block reads from the top down, without a walk through a file a
 sublayer.
@@ -18,9 +18,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from tinygpt.common.errors import ConfigError, require
-from tinygpt.model.implementation import DEFAULT, Implementation
 from tinygpt.model.kernels import CORES, Dropout
 from tinygpt.model.position import POSITIONS, apply_rope
+from tinygpt.model.speed import DEFAULT, SpeedConfig
 
 # --------------------------------------------------------------------------------------------------------------------
 # The model's typed configuration: every architecture switch of the spec, validated at construction.
@@ -113,9 +113,9 @@ class GPTConfig:
         # parameter counts depend on exactly this rounding (int, i.e. floor).
         return int(8 * self.d_model / 3)
 
-    def build(self, implementation: Implementation = DEFAULT) -> GPT:
-        """The GPT this config describes, computing as ``implementation`` says (never what it holds)."""
-        return GPT(self, implementation)
+    def build(self, speed: SpeedConfig = DEFAULT) -> GPT:
+        """The GPT this config describes, computing as ``speed`` says (never what it holds)."""
+        return GPT(self, speed)
 
 
 def _require(ok: bool, field: str, value: Any, allowed: str) -> None:
@@ -133,8 +133,8 @@ class GPTOutput(NamedTuple):
 
 
 class GPT(nn.Module):
-    def __init__(self, config: GPTConfig, implementation: Implementation = DEFAULT):
-        """implementation: how its modules compute (tinygpt/model/implementation.py), never what they hold."""
+    def __init__(self, config: GPTConfig, speed: SpeedConfig = DEFAULT):
+        """speed: how its modules compute (tinygpt/model/speed.py), never what they hold."""
         super().__init__()
         if config.vocab_size <= 0:
             raise ConfigError(
@@ -146,7 +146,7 @@ class GPT(nn.Module):
         # the encoding model.position names (tinygpt/model/position.py); only the learned table has parameters,
         # saved as position_embedding.table.weight
         self.position_embedding = POSITIONS[config.position](config)
-        self.blocks = nn.ModuleList(Block(config, i, implementation) for i in range(config.n_layers))
+        self.blocks = nn.ModuleList(Block(config, i, speed) for i in range(config.n_layers))
         self.final_norm = make_norm(config.norm, config.d_model, config.norm_eps, config.bias)
         # what training steps call: the trunk, whose blocks run compiled under speed.compile (Block)
         self.train_features = self.features
@@ -245,21 +245,21 @@ def to_autocast_dtype(x: torch.Tensor) -> torch.Tensor:
 
 
 class Block(nn.Module):
-    def __init__(self, config: GPTConfig, layer_index: int, implementation: Implementation = DEFAULT):
+    def __init__(self, config: GPTConfig, layer_index: int, speed: SpeedConfig = DEFAULT):
         super().__init__()
         # speed.compile: `step` compiled, which training calls in place of the eager one; validation, evaluation
         # and generation (eval mode, no gradient, or a KV cache) stay eager, so they never compile graphs of their
         # own. Every block compiles the same code with its parameters as inputs, so the layers share one graph
         # (regional compilation: one block's cold start, not the trunk's); torch.compile is lazy, so nothing is
         # built before the first training step. None: eager everywhere.
-        self.compiled: Callable | None = torch.compile(self.step) if implementation.compile else None
+        self.compiled: Callable | None = torch.compile(self.step) if speed.compile else None
         self.prenorm, self.residual = config.prenorm, config.residual
         self.norm1 = make_norm(config.norm, config.d_model, config.norm_eps, config.bias)
-        self.attention = CausalSelfAttention(config, layer_index, implementation)
+        self.attention = CausalSelfAttention(config, layer_index, speed)
         self.norm2 = make_norm(config.norm, config.d_model, config.norm_eps, config.bias)
-        self.mlp = make_mlp(config, implementation)
+        self.mlp = make_mlp(config, speed)
         # on each sublayer's output, before it reaches the stream
-        self.drop = Dropout(config.dropout, implementation.dropout)
+        self.drop = Dropout(config.dropout, speed.dropout)
 
     def forward(
         self,
@@ -305,8 +305,8 @@ class CausalSelfAttention(nn.Module):
     """n_heads query heads share n_kv_heads key/value heads (n_kv_heads = n_heads: plain multi-head).
 
     What attention is lives here: the q, k, v projections, QK-norm, RoPE, the causal mask or ALiBi's bias, the KV
-    cache of generation. How its core computes is the core it builds from ``implementation`` (the model's share of
-    the speed.* switches, tinygpt/model/implementation.py; none is saved in checkpoints): ``speed.attention``
+    cache of generation. How its core computes is the core it builds from ``speed`` (the model's share of
+    the speed.* switches, tinygpt/model/speed.py; none is saved in checkpoints): ``speed.attention``
     names a core in tinygpt/model/kernels.py's CORES, which also owns the dropout masks and the core's dtype.
 
     ``speed.projections=fused``: q, k and v come from one matmul against the three weights concatenated per
@@ -314,10 +314,10 @@ class CausalSelfAttention(nn.Module):
     exporter unchanged); the same numbers up to float rounding.
     """
 
-    def __init__(self, config: GPTConfig, layer_index: int, implementation: Implementation = DEFAULT):
+    def __init__(self, config: GPTConfig, layer_index: int, speed: SpeedConfig = DEFAULT):
         super().__init__()
-        self.core = CORES[implementation.attention](implementation.dropout, implementation.attention_dtype)
-        self.project = self._fused_projections if implementation.fused else self._projections
+        self.core = CORES[speed.attention](speed.dropout, speed.attention_dtype)
+        self.project = self._fused_projections if speed.fused else self._projections
         self.layer_index = layer_index  # which of the KV cache's per-layer buffers is this layer's
         self.n_heads, self.n_kv_heads = config.n_heads, config.resolved_kv_heads
         self.head_dim = config.resolved_head_dim
@@ -607,9 +607,9 @@ class MoE(nn.Module):
         return out.view_as(x), load_balancing_loss(router_logits, chosen, len(self.experts))
 
 
-# model.mlp's names and their builders (config, implementation) -> module: GPTConfig checks against the keys, the
-# block builds from the values. The implementation says how it computes (speed.projections: .fused).
-MLPS: dict[str, Callable[[GPTConfig, Implementation], nn.Module]] = {
+# model.mlp's names and their builders (config, speed) -> module: GPTConfig checks against the keys, the
+# block builds from the values. The speed says how it computes (speed.projections: .fused).
+MLPS: dict[str, Callable[[GPTConfig, SpeedConfig], nn.Module]] = {
     **{
         name: (lambda c, i, form=form: GeluMLP(c.d_model, c.resolved_mlp_hidden, bias=c.bias, approximate=form))
         for name, form in GELUS.items()
@@ -619,10 +619,10 @@ MLPS: dict[str, Callable[[GPTConfig, Implementation], nn.Module]] = {
 }
 
 
-def make_mlp(config: GPTConfig, implementation: Implementation = DEFAULT) -> nn.Module:
+def make_mlp(config: GPTConfig, speed: SpeedConfig = DEFAULT) -> nn.Module:
     if config.mlp not in MLPS:
         raise ConfigError(f"mlp={config.mlp!r} is not allowed: must be one of {', '.join(MLPS)}")
-    return MLPS[config.mlp](config, implementation)
+    return MLPS[config.mlp](config, speed)
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The speed kernels a model's modules call, chosen by name (``speed.*``, tinygpt/train/speedups.py): dropout masks,
+"""The speed kernels a model's modules call, chosen by name (``speed.*``, tinygpt/model/speed.py): dropout masks,
 attention cores, and the head fused with the cross-entropy.
 
 Each computes what its plain counterpart computes (a Bernoulli(1 - p) mask scaled by 1/(1 - p); softmax(q·kᵀ)·v;
@@ -99,7 +99,7 @@ class Dropout(nn.Dropout):
 # How attention's core, softmax(q kᵀ/√d + mask) v with dropout, is computed: the ``speed.attention`` registry.
 #
 # ``CausalSelfAttention`` (attention.py) says what attention is (projections, heads, QK-norm, RoPE, the mask); it
-# builds one core here, from the model's Implementation (tinygpt/model/implementation.py), and hands it q, k, v, the
+# builds one core here, from the model's SpeedConfig (tinygpt/model/speed.py), and hands it q, k, v, the
 # mask and the dropout probability. Which kernel runs, how dropout's mask is drawn and in which dtype is decided by
 # the core it built, so its forward has no speed branches. Every core computes the same attention; they differ in
 # speed and in which random numbers dropout uses:

@@ -22,8 +22,8 @@ from torch import nn
 
 from tinygpt.common.errors import ConfigError, require
 from tinygpt.model.gpt import GPTOutput
-from tinygpt.model.implementation import DEFAULT, Implementation
 from tinygpt.model.kernels import Dropout
+from tinygpt.model.speed import DEFAULT, SpeedConfig
 
 
 @dataclass
@@ -48,9 +48,9 @@ class LSTMConfig:
         )
         require(0.0 <= self.dropout < 1.0, "LSTMConfig.dropout", self.dropout, "a probability in [0, 1)")
 
-    def build(self, implementation: Implementation = DEFAULT) -> CharLSTM:
-        """The LSTM this config describes (its dropout masks as ``implementation`` says)."""
-        return CharLSTM(self, implementation)
+    def build(self, speed: SpeedConfig = DEFAULT) -> CharLSTM:
+        """The LSTM this config describes (its dropout masks as ``speed`` says)."""
+        return CharLSTM(self, speed)
 
 
 class LSTMState:
@@ -63,7 +63,7 @@ class LSTMState:
 
 
 class CharLSTM(nn.Module):
-    def __init__(self, config: LSTMConfig, implementation: Implementation = DEFAULT):
+    def __init__(self, config: LSTMConfig, speed: SpeedConfig = DEFAULT):
         super().__init__()
         if config.vocab_size <= 0:
             raise ConfigError(
@@ -79,11 +79,11 @@ class CharLSTM(nn.Module):
             batch_first=True,
             dropout=config.dropout if config.n_layers > 1 else 0.0,
         )
-        # speed.dropout applies (the rest of the implementation is the GPT's); nn.LSTM's own between layers is torch's
-        self.drop = Dropout(config.dropout, implementation.dropout)
+        # speed.dropout applies (the rest of the switches are the GPT's); nn.LSTM's own between layers is torch's
+        self.drop = Dropout(config.dropout, speed.dropout)
         self.head = nn.Linear(config.d_model, config.vocab_size)
         # what training steps call: speed.compile compiles the trunk whole (no repeated block to compile once)
-        self.train_features = torch.compile(self.features) if implementation.compile else self.features
+        self.train_features = torch.compile(self.features) if speed.compile else self.features
 
     has_aux_loss = False  # features() returns a zero auxiliary loss, as the GPT's interface asks
 

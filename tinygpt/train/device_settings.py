@@ -1,6 +1,6 @@
 """What a run's speed switches and determinism mean on the device it trains on: resolved once, applied, stated once.
 
-The `speed.*` switches were measured on CPUs (tinygpt/train/speedups.py); a run on a CUDA GPU or Apple's GPU must
+The `speed.*` switches were measured on CPUs (tinygpt/model/speed.py); a run on a CUDA GPU or Apple's GPU must
 not inherit a CPU choice by accident, nor silently accept a switch that has no effect there. So before the module
 is built, every switch whose value depends on the device is resolved here for the device the run trains on
 (tinygpt/launch/precision.py's kind: cuda, mps or cpu), the resolved values are what the model is built with,
@@ -39,8 +39,8 @@ from dataclasses import asdict, dataclass, replace
 import torch
 
 from tinygpt.model.kernels import resolved as dropout_masks_on
+from tinygpt.model.speed import SpeedConfig
 from tinygpt.train.malloc import resolve_malloc
-from tinygpt.train.speedups import SpeedConfig
 
 CUBLAS_DETERMINISTIC = ":4096:8"  # NVIDIA's documented setting for reproducible cuBLAS results
 

@@ -27,8 +27,7 @@ import sys
 from collections.abc import Callable
 
 from tinygpt.common.errors import ConfigError
-
-MALLOC_IMPLS = ("auto", "keep", "system")
+from tinygpt.model.speed import MALLOC_IMPLS
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt(3)'s parameter numbers (glibc's malloc.h)
 KEEP_BYTES = 1 << 30  # above any tensor a small model allocates: nothing is unmapped or trimmed

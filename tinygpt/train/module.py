@@ -13,9 +13,9 @@ from tinygpt.common.typed import typed
 from tinygpt.metrics import LN2, BitsPerByte
 from tinygpt.model import GPTConfig, LSTMConfig, config_from
 from tinygpt.model.kernels import linear_cross_entropy
+from tinygpt.model.speed import SpeedConfig, optimizer_flags
 from tinygpt.train.malloc import apply_malloc
 from tinygpt.train.optim import OptimConfig
-from tinygpt.train.speedups import SpeedConfig, implementation, optimizer_flags
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -28,7 +28,7 @@ class GPTModule(L.LightningModule):
     Takes the typed configs (GPTConfig or LSTMConfig, OptimConfig, SpeedConfig, as the run parsed them), or the
     plain dicts of their fields: a checkpoint's hyperparameters are those dicts (``asdict``), so that it loads with
     ``weights_only=True``, and Lightning's ``load_from_checkpoint`` reads them back into the same classes here.
-    speed: the ``speed.*`` switches (tinygpt/train/speedups.py); None takes their defaults.
+    speed: the ``speed.*`` switches (tinygpt/model/speed.py); None takes their defaults.
     """
 
     def __init__(
@@ -57,7 +57,7 @@ class GPTModule(L.LightningModule):
         )
         self.tokenizer_json = tokenizer_json
         # how the modules compute is the speed switches' share that lives in the model, given when it is built
-        self.model = self.model_config.build(implementation(self.speed_config))
+        self.model = self.model_config.build(self.speed_config)
         apply_malloc(self.speed_config.malloc)  # the process's malloc thresholds (tinygpt/train/malloc.py)
         self.dev_score = BitsPerByte()
         self.best_dev_bpb = math.inf

@@ -50,7 +50,7 @@ class OptimConfig:
     def build(self, model: torch.nn.Module, total_steps: int, implementation: dict | None = None):
         """AdamW over ``model``'s parameters (weight decay on ``decay_on``'s group) and its learning-rate schedule
         over ``total_steps``. implementation: AdamW's fused/foreach flags (speed.optimizer,
-        tinygpt/train/speedups.py); None: torch's."""
+        tinygpt/model/speed.py); None: torch's."""
         optimizer = torch.optim.AdamW(
             parameter_groups(model, self.weight_decay, self.decay_on),
             lr=self.lr,

@@ -26,8 +26,8 @@ from tinygpt.common.typed import typed
 from tinygpt.data.config import DataConfig
 from tinygpt.data.errors import DataError
 from tinygpt.model.families import config_from
+from tinygpt.model.speed import SpeedConfig
 from tinygpt.train.optim import OptimConfig
-from tinygpt.train.speedups import SpeedConfig
 
 __all__ = ["ConfigError", "RunConfig", "register_run_schemas", "parse_run_config", "require", "without_hydra"]
 

@@ -1,4 +1,11 @@
-"""The training-speed switches (`speed.*` in conf/train.yaml): their names, allowed values and dispatch.
+"""The speed switches (`speed.*` in conf/train.yaml), each once: their names, allowed values and defaults.
+
+``SpeedConfig`` is the `speed` node's schema and the one object a model is built with (``GPT(config, speed)``): the
+model's modules read their share (attention, attention_dtype, dropout, projections, compile) when they are built,
+and training reads the rest (loss, optimizer, malloc, tf32). None of them changes a parameter, its name or a
+checkpoint, and nothing is set on a built model afterwards. ``DEFAULT`` is what an inference-only user gets
+(``tinygpt.api.load``, evaluate, generate, export). What ``auto`` means on a device is decided once per run, before
+the model is built, by tinygpt/train/device_settings.py.
 
 Each default was chosen by whole-step timings on CPUs; the figures, machines and rounds are in
 docs/benchmarks/train.md, not here.
@@ -61,9 +68,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tinygpt.common.errors import require
-from tinygpt.model.implementation import ATTENTION_DTYPES, PROJECTIONS, Implementation
 from tinygpt.model.kernels import CORES, DROPOUT_IMPLS
-from tinygpt.train.malloc import MALLOC_IMPLS
+
+ATTENTION_DTYPES = ("auto", "float32", "compute")
+PROJECTIONS = ("fused", "separate")
+MALLOC_IMPLS = ("auto", "keep", "system")  # glibc's thresholds: tinygpt/train/malloc.py
 
 CHOICES = {
     "loss": ("chunked", "full"),
@@ -111,11 +120,13 @@ class SpeedConfig:
             "a positive FLOP/s, or null",
         )
 
+    @property
+    def fused(self) -> bool:
+        """Attention's q, k, v and SwiGLU's gate and up as one matmul each (speed.projections=fused)."""
+        return self.projections == "fused"
 
-def implementation(config: SpeedConfig) -> Implementation:
-    """The switches that decide how the model's modules compute, which the model is built with
-    (tinygpt/model/implementation.py; nothing of them is saved in checkpoints)."""
-    return Implementation(config.attention, config.attention_dtype, config.dropout, config.projections, config.compile)
+
+DEFAULT = SpeedConfig()
 
 
 def optimizer_flags(config: SpeedConfig) -> dict[str, bool]:
