@@ -1,9 +1,10 @@
 """TextDataModule: corpus -> splits -> tokenizer -> training batches and scoring windows.
 
-setup() resolves the data root, checks the corpus, plans the splits, fits the tokenizer on the train split
-only, and encodes train and dev. The held-out split stays a plan (document pieces: file names and offsets)
-until test_dataloader() is called, the one explicit test-scoring call, so no training or validation code can
-reach its text.
+setup() resolves the data root, checks the corpus, plans the splits, and maps the corpus's prepared folder: the
+train and dev splits encoded, with the tokenizer fitted on the train split only, by the first run of this text
+and tokenizer and kept for every later one (``prepare_corpus``, tinygpt/data/prepared.py). The held-out split
+stays a plan (document pieces: file names and offsets) until test_dataloader() is called, the one explicit
+test-scoring call, so no training or validation code can reach its text.
 
 Validation with data.dev=none: val_dataloader() returns an empty list, which Lightning treats as "no
 validation"; use the split only when nothing is to be chosen on it.
