@@ -123,6 +123,8 @@ def test_a_damaged_folder_is_refused_in_one_line_naming_the_file(corpus, prepare
     with pytest.raises(DataError, match=r"is in format 'other-v9', this tinygpt reads"):
         read_prepared(folder)
     (folder / MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(DataError, match=r"was encoded with another tokenizer than the one given"):
+        read_prepared(folder, expected_tokenizer='{"chars": "xyz"}')  # a checkpoint's, not this folder's
     (folder / "tokenizer.json").write_text("{}")
     with pytest.raises(DataError, match=r"tokenizer.json does not match its manifest"):
         read_prepared(folder)

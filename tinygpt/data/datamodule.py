@@ -399,7 +399,11 @@ def prepare_corpus(
         raise DataError(f"the train split of {corpus.location} is empty; check data.fraction and the split sizes")
     if config.dev != "none" and not (plan.dev or plan.cut_dev_by_tokens):
         raise DataError(f"the dev split of {corpus.location} is empty; raise data.dev_fraction or data.dev_k")
-    splits = prepare(_description(config, corpus, tokenizer), lambda: _encode(config, plan, root, tokenizer))
+    splits = prepare(
+        _description(config, corpus, tokenizer),
+        lambda: _encode(config, plan, root, tokenizer),
+        None if tokenizer is None else tokenizer.to_json(),
+    )
     return root, corpus, plan, splits
 
 

@@ -176,13 +176,14 @@ class Encoded:
     extra: dict  # what the run reports about the splits (counts of the fit text, unseen characters)
 
 
-def prepare(description: dict, make: Callable[[], Encoded]) -> PreparedSplits:
+def prepare(description: dict, make: Callable[[], Encoded], tokenizer: str | None = None) -> PreparedSplits:
     """The prepared folder for ``description`` (see ``fingerprint``): read when it exists, else written from
     ``make()`` (which reads and encodes the corpus) and then read. ``extra`` goes into the manifest, so that a run
-    that maps the folder reports what the run that wrote it reported."""
+    that maps the folder reports what the run that wrote it reported. tokenizer: the JSON of a tokenizer the caller
+    brings (a checkpoint's): a folder that holds another is refused."""
     folder = prepared_root() / fingerprint(description)
     if (folder / MANIFEST).is_file():
-        return read_prepared(folder)
+        return read_prepared(folder, tokenizer)
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
     try:
@@ -228,7 +229,7 @@ def prepare(description: dict, make: Callable[[], Encoded]) -> PreparedSplits:
                 raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return replace(read_prepared(folder), written=True)
+    return replace(read_prepared(folder, tokenizer), written=True)
 
 
 def file_identity(paths: Sequence[Path]) -> list[tuple[str, int, int]]:
