@@ -174,9 +174,10 @@ def test_a_prepare_killed_mid_shard_reruns_to_the_same_bytes(corpus, prepared_di
     assert process.stdout.readline().strip() == "midway"
     process.send_signal(signal.SIGKILL)
     process.wait(timeout=30)
-    assert not [p for p in prepared_dir.iterdir() if (p / MANIFEST).exists()]  # only a staging folder is left
+    [left] = prepared_dir.iterdir()  # the killed prepare's staging folder, and no complete folder
+    assert left.name.startswith(".") and not (left / MANIFEST).exists()
     rerun = module(corpus).prepared
-    assert rerun.written
+    assert rerun.written and list(prepared_dir.iterdir()) == [rerun.folder]  # the staging folder removed
     monkeypatch.setenv("TINYGPT_PREPARED", str(tmp_path / "fresh"))  # a prepare that was never killed
     fresh = module(corpus).prepared.folder
     for name in ("train.ids", "dev.ids", "dev.bytes", "dev.chars", "dev.doc", "tokenizer.json"):
@@ -208,3 +209,16 @@ def test_tinygpt_prepare_writes_the_folder_a_run_then_maps(corpus, prepared_dir,
     )
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "nope.txt" in bad.stderr
     assert len(list(prepared_dir.iterdir())) == 1
+
+
+def test_a_live_prepares_staging_folder_is_left_alone(corpus, prepared_dir):
+    """Another job preparing the same folder at this moment: its staging folder (its process alive) stays."""
+    from tinygpt.data.prepared import remove_abandoned
+
+    folder = module(corpus).prepared.folder
+    live = prepared_dir / f".{folder.name}.{os.getpid()}.abc"
+    gone = prepared_dir / f".{folder.name}.{2**22 + 12345}.abc"  # above Linux's largest pid: no such process
+    live.mkdir()
+    gone.mkdir()
+    remove_abandoned(folder)
+    assert live.is_dir() and not gone.exists()

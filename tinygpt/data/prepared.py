@@ -25,7 +25,8 @@ encoding, not 32 bytes a token of the whole split. A piece is never cut: cutting
 the cut, and every committed result must reproduce.
 
 Writes go into a temporary folder beside the final one, which is renamed into place when complete: a killed
-prepare leaves no folder that looks complete, and the next run prepares it again. Two jobs that prepare the same
+prepare leaves no folder that looks complete, and the next run prepares it again (and removes the staging folder
+the killed one left, once its process is gone). Two jobs that prepare the same
 folder at once both finish; the second rename finds the first's folder and uses it (the contents are the same).
 A folder whose files do not match its manifest (a truncated file, another tinygpt's format) is refused in one line
 naming the file and what differs.
@@ -185,7 +186,8 @@ def prepare(description: dict, make: Callable[[], Encoded], tokenizer: str | Non
     if (folder / MANIFEST).is_file():
         return read_prepared(folder, tokenizer)
     folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    remove_abandoned(folder)
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.{os.getpid()}.", dir=folder.parent))
     try:
         encoded = make()
         tokenizer_json = encoded.tokenizer.to_json()
@@ -230,6 +232,20 @@ def prepare(description: dict, make: Callable[[], Encoded], tokenizer: str | Non
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return replace(read_prepared(folder, tokenizer), written=True)
+
+
+def remove_abandoned(folder: Path) -> None:
+    """Remove the staging folders of prepares of ``folder`` whose process is gone (a prepare killed with SIGKILL,
+    or by a crash, cannot remove its own): each is named ``.<fingerprint>.<pid>.<random>``. One of a live process,
+    another job preparing the same folder at this moment, is left alone."""
+    for staging in folder.parent.glob(f".{folder.name}.*.*"):
+        try:
+            pid = int(staging.name.split(".")[2])
+            os.kill(pid, 0)
+        except ProcessLookupError:  # its process is gone
+            shutil.rmtree(staging, ignore_errors=True)
+        except (ValueError, IndexError, PermissionError):  # not a name of ours, or another user's live process
+            continue
 
 
 def file_identity(paths: Sequence[Path]) -> list[tuple[str, int, int]]:
