@@ -452,23 +452,21 @@ def test_sections_kept_only_as_reports_say_so_and_match_their_report(section, re
             assert re.search(rf"(?<![\d.]){re.escape(value)}(?![\d])", written), (line, value)
 
 
+def quoted_points(rows: list[dict], ablation: str) -> str:
+    """One variant's dev bits per byte at steps 1,000-4,000, seed 0 / seed 1, as the README writes them."""
+    variant = [r for r in rows if f"blog_ablation={ablation}" in r["variant"]]
+    at = {(int(r["seed"]), int(r["val_step"])): float(r["dev_bpb"]) for r in variant}
+    return ", ".join(
+        f"{at[0, step]:.3f} / {at[1, step]:.3f} at {'step ' if step == 1000 else ''}{step:,}"
+        for step in (1000, 2000, 3000, 4000)
+    )
+
+
 def test_003s_full_budget_baseline_so_far_is_its_runs():
     """docs/results/blog_4000/README.md quotes the finished runs' dev points (baseline, cosine): each is runs.csv's."""
     readme = " ".join((RESULTS / "blog_4000" / "README.md").read_text().split())
     rows = runs(RESULTS / "blog_4000" / "ablations" / "report" / "runs.csv")
-    baseline = [r for r in rows if "blog_ablation=baseline" in r["variant"]]
-    at = {(int(r["seed"]), int(r["val_step"])): float(r["dev_bpb"]) for r in baseline}
-    quoted = ", ".join(
-        f"{at[0, step]:.3f} / {at[1, step]:.3f} at {'step ' if step == 1000 else ''}{step:,}"
-        for step in (1000, 2000, 3000, 4000)
-    )
-    assert f"Baseline, dev bits per byte (seed 0 / seed 1): {quoted}" in readme
-    cosine = [r for r in rows if "blog_ablation=cosine" in r["variant"]]
-    at = {(int(r["seed"]), int(r["val_step"])): float(r["dev_bpb"]) for r in cosine}
-    quoted = ", ".join(
-        f"{at[0, step]:.3f} / {at[1, step]:.3f} at {'step ' if step == 1000 else ''}{step:,}"
-        for step in (1000, 2000, 3000, 4000)
-    )
-    assert f"Cosine schedule, dev bits per byte (seed 0 / seed 1): {quoted}." in readme
+    assert f"Baseline, dev bits per byte (seed 0 / seed 1): {quoted_points(rows, 'baseline')}" in readme
+    assert f"Cosine schedule, dev bits per byte (seed 0 / seed 1): {quoted_points(rows, 'cosine')}." in readme
     finished = [r for r in rows if r["status"] == "finished"]
     assert {int(r["seed"]) for r in finished} == {0, 1} and len({r["job"] for r in finished}) == 4
