@@ -205,7 +205,6 @@ def prepare(description: dict, make: Callable[[], Encoded], tokenizer: str | Non
         if dev is not None:
             values = (dev.ids, dev.token_bytes, dev.token_chars, dev.token_doc)
             for array_name, array in zip(DEV_ARRAYS, values, strict=True):
-                (staging / f"dev.{array_name}").touch()
                 _append(staging / f"dev.{array_name}", array, np.dtype(np.uint32))
         manifest = {
             "format": FORMAT,
