@@ -10,12 +10,13 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from tinygpt.data import build_datamodule
 from tinygpt.model.gpt import CausalSelfAttention
 from tinygpt.model.kernels import Dropout
 from tinygpt.model.speed import SpeedConfig
 from tinygpt.train import device_settings
 from tinygpt.train.device_settings import CUBLAS_DETERMINISTIC, exactness, resolve
-from tinygpt.train.run import build_datamodule, build_module, device_speed
+from tinygpt.train.module import build_module
 from tinygpt.train.schema import parse_run_config
 
 
@@ -53,13 +54,13 @@ def tf32_flag():
 
 def test_tf32_and_the_deterministic_workspace_are_set_on_cuda_only(monkeypatch, tf32_flag):
     monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
-    device_settings.apply(resolve(SpeedConfig(tf32=True), "cpu", deterministic=True))
+    device_settings.apply("cpu", tf32=True, deterministic=True)
     assert torch.backends.cuda.matmul.allow_tf32 is False
     assert "CUBLAS_WORKSPACE_CONFIG" not in os.environ
-    device_settings.apply(resolve(SpeedConfig(tf32=True), "cuda", deterministic=True))
+    device_settings.apply("cuda", tf32=True, deterministic=True)
     assert torch.backends.cuda.matmul.allow_tf32 is True
     assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == CUBLAS_DETERMINISTIC
-    device_settings.apply(resolve(SpeedConfig(tf32=False), "cuda"))
+    device_settings.apply("cuda", tf32=False, deterministic=False)
     assert torch.backends.cuda.matmul.allow_tf32 is False
     assert "trainer.deterministic=true" in exactness("cuda", False) and exactness("cuda", True) is None
     assert exactness("cpu", False) is None
@@ -68,11 +69,12 @@ def test_tf32_and_the_deterministic_workspace_are_set_on_cuda_only(monkeypatch, 
 def test_a_module_built_for_cuda_carries_the_resolved_switches(tiny_cfg, monkeypatch):
     cfg = tiny_cfg("model.dropout=0.1")
     run = parse_run_config(cfg)
-    datamodule = build_datamodule(run)
+    datamodule = build_datamodule(run.data, run.model.context_length, run.seed)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # trainer.accelerator=auto now means CUDA
-    settings = device_speed(run)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    _, settings = device_settings.prepare(run)
     assert settings.kind == "cuda"
-    module = build_module(run, datamodule, settings)  # built on the CPU, as Lightning builds it
+    module = build_module(run, datamodule.tokenizer, settings.speed)  # built on the CPU, as Lightning builds it
     attention = [m for m in module.modules() if isinstance(m, CausalSelfAttention)]
     dropouts = [m for m in module.modules() if isinstance(m, Dropout)]
     assert attention and dropouts
@@ -82,7 +84,8 @@ def test_a_module_built_for_cuda_carries_the_resolved_switches(tiny_cfg, monkeyp
 
 def test_batches_are_pinned_for_a_run_on_cuda_only(tiny_cfg):
     cfg = tiny_cfg()
-    datamodule = build_datamodule(parse_run_config(cfg))
+    run = parse_run_config(cfg)
+    datamodule = build_datamodule(run.data, run.model.context_length, run.seed)
     for device, pinned in (("cuda", True), ("cpu", False), ("mps", False)):
         datamodule.trainer = SimpleNamespace(
             strategy=SimpleNamespace(root_device=torch.device(device)),

@@ -18,14 +18,15 @@ from tinygpt.metrics.costs import carried_state_bits, window_bits
 from tinygpt.model import CharLSTM, build_model, config_from
 from tinygpt.model.lstm import LSTMConfig
 from tinygpt.train.checkpoints import load_model
-from tinygpt.train.run import model_config, train
+from tinygpt.train.module import model_config
+from tinygpt.train.run import train
 from tinygpt.train.schema import parse_run_config
 from tinygpt.train.score_once import AlreadyScored
 
 
 def test_blog_lstm_is_003s_setup_at_about_380k_parameters():
     cfg = compose_train(["experiment=blog_lstm"])
-    config = model_config(parse_run_config(cfg), vocab_size=148)  # 003's character vocabulary
+    config = model_config(parse_run_config(cfg).model, vocab_size=148)  # 003's character vocabulary
     assert isinstance(config, LSTMConfig)
     # embedding 148·64 + LSTM 4·256·(64 + 256) + 2·4·256 biases + output 256·148 + 148
     assert build_model(config).num_parameters() == 377_236

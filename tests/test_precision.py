@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from tinygpt.launch.precision import choose
+from tinygpt.train.device_settings import choose
 from tinygpt.train.run import train
 
 

@@ -9,8 +9,9 @@ import torch
 from conftest import compose_train, requires_data
 
 from tinygpt.cli import bench_train, step_parts
-from tinygpt.train.module import GPTModule
-from tinygpt.train.run import build_datamodule, build_module, device_speed
+from tinygpt.data import build_datamodule
+from tinygpt.train import device_settings
+from tinygpt.train.module import GPTModule, build_module
 from tinygpt.train.schema import parse_run_config
 
 # 000's setup (GPT-2 tokens, split by tokens, grad_clip 0) on a model small enough for a test
@@ -55,12 +56,13 @@ def test_the_bench_scripts_build_what_training_builds(small_corpus):
     overrides = ["experiment=smoke", "data=textfile", f"data.path={small_corpus}", "model.dropout=0.1"]
     cfg = compose_train([*overrides, "trainer.max_steps=3", "trainer.val_check_interval=3"])
     run = parse_run_config(cfg)
-    speed = device_speed(run, "cpu")
-    datamodule = build_datamodule(run)
-    trained = build_module(run, datamodule, speed)  # what tinygpt-train builds for this config
+    _, speed = device_settings.prepare(run)  # trainer.accelerator=auto: the CPU here
+    datamodule = build_datamodule(run.data, run.model.context_length, run.seed)
+    trained = build_module(run, datamodule.tokenizer, speed.speed)  # what tinygpt-train builds for this config
     parts_run, parts_speed, parts_data, timed = step_parts.setup(overrides, 3, "cpu")
     bench_run, bench_speed = bench_train.setup(overrides, 3, "cpu")
-    assert parts_run == bench_run == run and parts_speed == bench_speed == speed
+    assert parts_run == bench_run == run and parts_speed == bench_speed
+    assert (bench_speed.kind, bench_speed.speed) == (speed.kind, speed.speed)  # the switches the model is built with
     assert [type(m) for m in timed.modules()] == [type(m) for m in trained.modules()]
     assert timed.model.num_parameters() == trained.model.num_parameters()
     assert all(

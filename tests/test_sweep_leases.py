@@ -21,7 +21,8 @@ from omegaconf import OmegaConf
 from tinygpt.launch import placement
 from tinygpt.launch.devices import cpu_cores, device_pool, is_device_list, parallel_jobs, requested_devices
 from tinygpt.launch.leases import acquire, try_acquire
-from tinygpt.train.schema import parse_run_config, without_hydra
+from tinygpt.train.preflight import without_hydra
+from tinygpt.train.schema import parse_run_config
 
 
 def test_leases_are_exclusive_and_go_to_the_lowest_free_device(tmp_path):

@@ -84,6 +84,16 @@ def test_run_writes_record_checkpoints_and_tensorboard(tiny_cfg, tmp_path):
     assert "sample/text_summary" in events.Tags()["tensors"]
 
 
+def test_a_run_without_a_dev_split_still_records_its_sample_and_mfu(tiny_cfg, tmp_path):
+    """No validation ever runs: the sampler samples once when training ends, and the speed monitor reads the
+    model's FLOPs per token when training starts (tinygpt/train/callbacks.py)."""
+    record = train(tiny_cfg("data.dev=none", "trainer.max_steps=3", "sample.prompt=a"), tmp_path)
+    assert record["status"] == "finished" and record["curve"] == []
+    assert isinstance(record["sample"], str) and record["sample"].startswith("a") and len(record["sample"]) > 1
+    events = EventAccumulator(str(tmp_path / "tb"), size_guidance={"scalars": 0}).Reload()
+    assert all(e.value > 0 for e in events.Scalars("train/mfu"))
+
+
 def test_run_json_records_what_produced_it(tiny_cfg, tmp_path):
     """Versions, the checkout's commit and whether it was dirty, Python, the device, precision and the MFU peak."""
     record = train(tiny_cfg("speed.peak_flops=2.5e9"), tmp_path)

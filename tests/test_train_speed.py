@@ -7,7 +7,6 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import tinygpt.train.speed as speed
-from tinygpt.model.families import flops_per_token
 from tinygpt.train.checkpoints import load_model
 from tinygpt.train.run import train
 
@@ -48,7 +47,7 @@ def test_a_run_without_a_configured_peak_measures_one_in_its_compute_dtype(tiny_
     assert "matmul peak, measured now: 1.0 GFLOP/s (32-true; set speed.peak_flops to fix it)" in capsys.readouterr().out
     model = load_model(tmp_path / "checkpoints" / "last.ckpt")[0]
     mfu, rate = mfu_and_rate(tmp_path)
-    assert mfu == pytest.approx(rate * flops_per_token(model) / 1e9, rel=1e-5)
+    assert mfu == pytest.approx(rate * model.flops_per_token() / 1e9, rel=1e-5)
 
 
 def test_a_peak_measured_on_a_busy_machine_says_so(tiny_cfg, tmp_path, monkeypatch, capsys):
@@ -67,7 +66,7 @@ def test_a_configured_peak_is_used_and_nothing_is_measured(tiny_cfg, tmp_path, m
     train(tiny_cfg("speed.peak_flops=2e9"), tmp_path)
     model = load_model(tmp_path / "checkpoints" / "last.ckpt")[0]
     mfu, rate = mfu_and_rate(tmp_path)
-    assert mfu == pytest.approx(rate * flops_per_token(model) / 2e9, rel=1e-5)
+    assert mfu == pytest.approx(rate * model.flops_per_token() / 2e9, rel=1e-5)
 
 
 def peaks(bf16: float, fp32: float, asked: list):
@@ -91,7 +90,7 @@ def test_a_bf16_run_slower_than_fp32_on_this_machine_warns_once_with_both_peaks(
         "trainer.precision=32-true trains faster here, with other rounding"
     )
     mfu, rate = mfu_and_rate(tmp_path)  # MFU stays against the run's own dtype
-    assert mfu == pytest.approx(rate * flops_per_token(load_model(tmp_path / "checkpoints" / "last.ckpt")[0]) / 1.3e9)
+    assert mfu == pytest.approx(rate * load_model(tmp_path / "checkpoints" / "last.ckpt")[0].flops_per_token() / 1.3e9)
 
 
 def test_a_bf16_run_faster_than_fp32_does_not_warn(tiny_cfg, tmp_path, monkeypatch, recwarn):

@@ -12,14 +12,16 @@ from tinygpt.cli.config import compose_run_config
 from tinygpt.common.errors import ConfigError, PathError
 from tinygpt.common.run_folder import TRAIN_LOG
 from tinygpt.common.say import log_file
+from tinygpt.data import TextDataModule, build_datamodule
 from tinygpt.data.encoded import encode_segments
 from tinygpt.data.tokenizers import Tokenizer
 from tinygpt.data.windows import SlidingWindowDataset
 from tinygpt.metrics import score
 from tinygpt.model.generate import generate as generate_ids
+from tinygpt.train import device_settings
 from tinygpt.train import run as training
 from tinygpt.train.checkpoints import load_model
-from tinygpt.train.module import GPTModule
+from tinygpt.train.module import GPTModule, build_module
 from tinygpt.train.preflight import check_run_config
 from tinygpt.train.schema import parse_run_config
 
@@ -49,12 +51,12 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict:
         return training.train(cfg, run_dir)
 
 
-def build(cfg: DictConfig) -> tuple[GPTModule, training.TextDataModule]:
+def build(cfg: DictConfig) -> tuple[GPTModule, TextDataModule]:
     """The ``LightningModule`` and ``LightningDataModule`` that ``train`` would train, set up for fitting, for a
     ``lightning.Trainer`` of one's own (``trainer.fit(module, datamodule=datamodule)``)."""
-    run = parse_run_config(cfg)
-    datamodule = training.build_datamodule(run)
-    return training.build_module(run, datamodule), datamodule
+    run, device = device_settings.prepare(parse_run_config(cfg))
+    datamodule = build_datamodule(run.data, run.model.context_length, run.seed)
+    return build_module(run, datamodule.tokenizer, device.speed), datamodule
 
 
 def load(checkpoint: str | Path) -> tuple[torch.nn.Module, Tokenizer]:

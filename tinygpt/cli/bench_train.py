@@ -43,12 +43,11 @@ import torch
 
 from tinygpt.cli.config import compose_run_config
 from tinygpt.cli.entry import entry
-from tinygpt.model.families import flops_per_token
+from tinygpt.data import build_datamodule
 from tinygpt.model.speed import optimizer_flags
 from tinygpt.train import device_settings
-from tinygpt.train.module import GPTModule
+from tinygpt.train.module import GPTModule, build_module
 from tinygpt.train.provenance import device_name
-from tinygpt.train.run import build_datamodule, build_module, device_speed
 from tinygpt.train.schema import parse_run_config
 from tinygpt.train.speed import compute_dtype, matmul_peak
 
@@ -75,11 +74,12 @@ PER_PROCESS = ("speed.malloc", "speed.tf32")  # settings of the process: one inv
 
 def setup(overrides: list[str], steps: int, device: str):
     """(typed run settings, speed switches resolved for ``device``) as a run of ``steps`` steps composes and
-    checks them (train/run.py's calls: a bad switch fails here, before any timing); the DataModule and the module
-    are then built by train/run.py's build_datamodule and build_module, so the bench times what training trains."""
+    checks them (train()'s calls: a bad switch fails here, before any timing); the DataModule and the module
+    are then built by the calls train() builds them with (build_datamodule, build_module), so the bench times what
+    training trains."""
     cfg = compose_run_config([*overrides, f"trainer.max_steps={steps}", f"trainer.val_check_interval={steps}"])
     run = parse_run_config(cfg)
-    return run, device_speed(run, device)
+    return run, device_settings.resolve(run.speed, device, bool(run.trainer.get("deterministic")))
 
 
 def synchronize(device: str) -> None:
@@ -189,9 +189,9 @@ def main() -> None:
         datamodule = None
         for variant in variants:
             run, speed = setup([*SHAPES[name], *args.set, *variant], steps, args.device)
-            device_settings.apply(speed)
+            device_settings.apply(speed.kind, speed.speed.tf32, speed.deterministic)
             if datamodule is None:
-                datamodule = build_datamodule(run)
+                datamodule = build_datamodule(run.data, run.model.context_length, run.seed)
             settings[name, " ".join(variant) or "defaults"] = (run, speed, datamodule)
 
     results: dict[tuple, list[tuple[float, float, float]]] = {}  # key -> [(tokens/s, MFU, cold start s)]
@@ -203,13 +203,13 @@ def main() -> None:
             tokens = run.data.batch_size * run.model.context_length
             for precision in precisions:
                 for loop in loops:
-                    module = build_module(run, datamodule, speed)  # as train/run.py builds it, seeded
+                    module = build_module(run, datamodule.tokenizer, speed.speed)  # as train() builds it, seeded
                     if loop == "plain":
                         start, ends = plain_loop(module, datamodule.train_batches, steps, precision, args.device)
                     else:
                         start, ends = lightning_loop(module, datamodule, steps, precision, args.device)
                     rate = tokens * args.steps / (ends[-1] - ends[args.warmup - 1])
-                    flops = flops_per_token(module.model)
+                    flops = module.model.flops_per_token()
                     mfu = rate * flops / peaks[precision][-1]
                     results.setdefault((name, precision, variant, loop), []).append((rate, mfu, ends[0] - start))
                     print(

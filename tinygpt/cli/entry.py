@@ -34,8 +34,8 @@ from hydra.errors import ConfigCompositionException, HydraException, MissingConf
 
 from tinygpt.common.errors import ConfigError
 from tinygpt.common.say import fail
+from tinygpt.launch.placement import in_multirun
 from tinygpt.train.checkpoints import CheckpointError
-from tinygpt.train.run import in_multirun
 from tinygpt.train.runlock import RunFolderBusy
 from tinygpt.train.score_once import AlreadyScored
 

@@ -26,10 +26,10 @@ import torch
 
 from tinygpt.cli import bench_train
 from tinygpt.cli.entry import entry
-from tinygpt.launch.precision import choose
-from tinygpt.model import families
+from tinygpt.data import build_datamodule
 from tinygpt.model.speed import optimizer_flags
-from tinygpt.train.run import build_datamodule, build_module
+from tinygpt.train.device_settings import choose
+from tinygpt.train.module import build_module
 from tinygpt.train.speed import compute_dtype, matmul_peak
 
 PARTS = ("batch", "forward", "backward", "optimizer")
@@ -37,10 +37,10 @@ PARTS = ("batch", "forward", "backward", "optimizer")
 
 def setup(overrides: list[str], steps: int, device: str):
     """(typed run settings, speed resolved for ``device``, DataModule, LightningModule) for a run of ``steps``
-    steps, through train/run.py's own calls, so the parts timed are those of the module training builds."""
+    steps, through train()'s own calls, so the parts timed are those of the module training builds."""
     run, speed = bench_train.setup(overrides, steps, device.split(":")[0])
-    datamodule = build_datamodule(run)
-    return run, speed, datamodule, build_module(run, datamodule, speed)
+    datamodule = build_datamodule(run.data, run.model.context_length, run.seed)
+    return run, speed, datamodule, build_module(run, datamodule.tokenizer, speed.speed)
 
 
 def time_parts(overrides: list[str], steps: int, warmup: int, device: str) -> dict:
@@ -91,7 +91,7 @@ def time_parts(overrides: list[str], steps: int, warmup: int, device: str) -> di
         "parts_ms": {k: v * 1e3 for k, v in per_step.items()},
         "step_ms": step_s * 1e3,
         "tokens_per_s": rate,
-        "mfu": rate * families.flops_per_token(model) / peak if peak else None,
+        "mfu": rate * model.flops_per_token() / peak if peak else None,
     }
 
 

@@ -2,7 +2,7 @@
 
 from tinygpt.data.batches import RandomWindows, TrainBatches, generator_for_step
 from tinygpt.data.config import DataConfig, TokenizerConfig, parse_fraction
-from tinygpt.data.datamodule import TextDataModule
+from tinygpt.data.datamodule import TextDataModule, build_datamodule
 from tinygpt.data.encoded import EncodedText
 from tinygpt.data.errors import DataError
 from tinygpt.data.tokenizers import (
@@ -27,6 +27,7 @@ __all__ = [
     "TokenizerConfig",
     "Tokenizer",
     "TrainBatches",
+    "build_datamodule",
     "build_tokenizer",
     "generator_for_step",
     "load_tokenizer",

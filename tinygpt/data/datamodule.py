@@ -58,6 +58,15 @@ def _read(pieces: tuple[Piece, ...]) -> list[tuple[str, str]]:
 LARGE_DEV_TOKENS = 500_000
 
 
+def build_datamodule(config: DataConfig, context_length: int, seed: int) -> TextDataModule:
+    """A run's DataModule, set up for fitting (splits made, tokenizer fitted on the training split): what train(),
+    the Python API and the bench programs build."""
+    L.seed_everything(seed, workers=True)
+    datamodule = TextDataModule(config, context_length=context_length, seed=seed)
+    datamodule.setup("fit")
+    return datamodule
+
+
 class TextDataModule(L.LightningDataModule):
     def __init__(self, cfg: Any, *, context_length: int, seed: int, tokenizer: Tokenizer | None = None):
         """cfg: the `data` config node (DictConfig or dict). tokenizer: reuse this one (e.g. a checkpoint's,

@@ -18,14 +18,20 @@ from tinygpt.launch.devices import CUDA_ACCELERATORS, cuda_device_count, request
 
 
 def refuse_multi_device_jobs_in_sweep(mode: RunMode, trainer: Mapping) -> None:
-    """Raises ValueError for a multirun job that asks for several devices whose processes Lightning would
+    """Raises ConfigError for a multirun job that asks for several devices whose processes Lightning would
     start itself (see the module docstring)."""
     if mode != RunMode.MULTIRUN:
         return
     count = requested_devices(trainer["devices"])
     if count is None:
         count = max(cuda_device_count(), 1) if str(trainer["accelerator"]) in CUDA_ACCELERATORS else 1
-    if count <= 1 or processes_started_externally(count * int(trainer.get("num_nodes", 1))):
+    from lightning.fabric.plugins.environments import SLURMEnvironment, TorchElasticEnvironment  # only here
+
+    world_size = count * int(trainer.get("num_nodes", 1))
+    # whether a cluster, not Lightning, starts the DDP processes (Lightning's own SLURM and torchrun checks)
+    if count <= 1 or TorchElasticEnvironment.detect():
+        return
+    if SLURMEnvironment.detect() and int(os.environ.get("SLURM_NTASKS", "0")) == world_size:
         return
     raise ConfigError(
         f"trainer.devices={trainer['devices']} in a multirun: one sweep job runs on one device (Lightning would "
@@ -33,12 +39,3 @@ def refuse_multi_device_jobs_in_sweep(mode: RunMode, trainer: Mapping) -> None:
         "trainer=ddp for a single run (no -m), or hydra/launcher=slurm with one SLURM task per device "
         "(docs/sweeps.md)."
     )
-
-
-def processes_started_externally(world_size: int) -> bool:
-    """Whether a cluster, not Lightning, starts the DDP processes (Lightning's own SLURM and torchrun checks)."""
-    from lightning.fabric.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
-
-    if TorchElasticEnvironment.detect():
-        return True
-    return SLURMEnvironment.detect() and int(os.environ.get("SLURM_NTASKS", "0")) == world_size

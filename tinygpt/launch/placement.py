@@ -188,6 +188,11 @@ def release() -> None:
     _write(placement)
 
 
+def in_multirun() -> bool:
+    """Whether this process runs a job of a multirun (``-m``)."""
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
 def current() -> Placement | None:
     return _current
 
@@ -201,12 +206,12 @@ def apply_placement(run: R) -> R:
     if not HydraConfig.initialized():
         return run  # called outside a Hydra job (tests, notebooks)
     hydra = HydraConfig.get()
-    refuse_multi_device_jobs_in_sweep(hydra.mode, run.trainer)
     if placement_applies(hydra, run.trainer) and _current is None and not _skipping:
         raise RuntimeError(
             "automatic placement found no device lease for this job (see the DevicePlacement "
             "warning above); run with hydra/launcher=basic to train without placement"
         )
+    refuse_multi_device_jobs_in_sweep(hydra.mode, run.trainer)
     if _current is None or _current.kind not in ("cuda", "mps"):
         return run
     if _current.kind == "cuda":

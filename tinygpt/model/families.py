@@ -40,11 +40,3 @@ def build_model(config: Any, speed: SpeedConfig = DEFAULT):
     """The model for a typed config or a plain dict of its fields (as saved in a checkpoint's hparams), built to
     compute as ``speed`` says (the speed switches that live in the model): its config's ``build``."""
     return config_from(config).build(speed)
-
-
-def flops_per_token(model) -> int:
-    """Training FLOPs per token: 003's 6N + 12·L·T·D for the GPT, 6N for the LSTM."""
-    if isinstance(model, GPT):
-        c = model.config
-        return 6 * model.num_parameters() + 12 * c.n_layers * c.context_length * c.d_model
-    return model.flops_per_token()

@@ -221,6 +221,12 @@ class GPT(nn.Module):
         """Every trainable number, the tied embedding counted once."""
         return sum(p.numel() for p in self.parameters())
 
+    def flops_per_token(self) -> int:
+        """Training FLOPs per token, 003's and PaLM's count: 6 per weight (forward and backward), plus 12·L·T·D for
+        attention's own scores and weighted sums."""
+        c = self.config
+        return 6 * self.num_parameters() + 12 * c.n_layers * c.context_length * c.d_model
+
 
 # --------------------------------------------------------------------------------------------------------------------
 # The transformer block: attention and an MLP, each read through a norm and merged into the stream.

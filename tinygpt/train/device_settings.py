@@ -1,10 +1,28 @@
-"""What a run's speed switches and determinism mean on the device it trains on: resolved once, applied, stated once.
+"""The device a run trains on, its precision, and what its speed switches and determinism mean there: resolved
+once, applied, stated once.
+
+``prepare(run)`` is the one call: the device and precision first, then every switch for that device.
+
+The device: ``trainer.accelerator=auto`` is Lightning's own choice, CUDA, then Apple's GPU (MPS), then the CPU,
+the order the spec's code uses ("The code picks CUDA, then Apple's GPU, then the CPU"). This module names that
+choice before training, so the first lines of a run say where it trains.
+
+The precision: ``trainer.precision=auto`` (the default) is resolved here, before anything is written, and the
+resolved value is what the run records and pre-registers (so a run written before ``auto`` existed, at 32-true,
+resumes unchanged on a CPU):
+- CUDA: ``bf16-mixed`` where the device multiplies bf16 natively (``torch.cuda.is_bf16_supported()``: Ampere
+  and later), else ``16-mixed``, which Lightning runs with a loss scaler;
+- MPS: ``16-mixed`` (autocast in float16, which every MPS device supports; bf16 needs a recent macOS);
+- the CPU: ``32-true``. Mixed precision on a CPU pays only with native bf16 (AVX512_BF16 or AMX), and without it
+  bf16 matmuls run far slower than fp32's (tinygpt/train/speed.py warns when a run asks for it anyway); a user
+  who has such a CPU sets ``trainer.precision=bf16-mixed``.
+An explicit precision is used as given.
 
 The `speed.*` switches were measured on CPUs (tinygpt/model/speed.py); a run on a CUDA GPU or Apple's GPU must
 not inherit a CPU choice by accident, nor silently accept a switch that has no effect there. So before the module
-is built, every switch whose value depends on the device is resolved here for the device the run trains on
-(tinygpt/launch/precision.py's kind: cuda, mps or cpu), the resolved values are what the model is built with,
-and one console line and run.json's session provenance (``speed``) say what each switch does there:
+is built, every switch whose value depends on the device is resolved here for the device the run trains on (its
+kind: cuda, mps or cpu), the resolved values are what the model is built with, and one console line and run.json's
+session provenance (``speed``) say what each switch does there:
 
 - ``dropout=auto``: int16 masks on a CPU (measured faster there); torch's dropout on CUDA and MPS, where it is
   one fused kernel (SDPA's own for attention dropout) that int16's extra passes are not expected to beat.
@@ -35,6 +53,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass, replace
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -42,7 +61,69 @@ from tinygpt.model.kernels import resolved as dropout_masks_on
 from tinygpt.model.speed import SpeedConfig
 from tinygpt.train.malloc import resolve_malloc
 
+if TYPE_CHECKING:
+    from tinygpt.train.schema import RunConfig
+
+AUTO = "auto"
 CUBLAS_DETERMINISTIC = ":4096:8"  # NVIDIA's documented setting for reproducible cuBLAS results
+
+
+def prepare(run: RunConfig) -> tuple[RunConfig, DeviceSettings]:
+    """The one call a run makes: ``run`` with ``trainer.precision=auto`` replaced by its device's precision (what
+    the run records and pre-registers), and the speed switches resolved for that device, whose process flags are
+    set now, before any matmul of the run (see the module docstring). Raises ConfigError naming a switch that
+    cannot work there."""
+    device = choose(run.trainer["accelerator"], run.trainer["precision"])
+    deterministic = bool(run.trainer.get("deterministic"))
+    apply(device.kind, run.speed.tf32, deterministic)
+    settings = resolve(run.speed, device.kind, deterministic, device.why)
+    if str(run.trainer["precision"]) != device.precision:
+        run = replace(run, trainer={**run.trainer, "precision": device.precision})
+    return run, settings
+
+
+@dataclass(frozen=True)
+class DeviceChoice:
+    kind: str  # "cuda", "mps" or "cpu"
+    precision: str  # what the Trainer gets
+    why: str  # one line for the console
+
+
+def choose(accelerator: str, precision: str) -> DeviceChoice:
+    kind, device_why = device_kind(accelerator)
+    if str(precision) == AUTO:
+        resolved, precision_why = auto_precision(kind)
+        precision_why = f"trainer.precision=auto: {precision_why}"
+    else:
+        resolved, precision_why = str(precision), f"trainer.precision={precision}"
+    return DeviceChoice(kind, resolved, f"device: {kind} ({device_why}); precision: {resolved} ({precision_why})")
+
+
+def device_kind(accelerator: str) -> tuple[str, str]:
+    """(the device kind a run with this ``trainer.accelerator`` trains on, why). ``gpu`` is Lightning's "CUDA or
+    Apple's GPU", ``auto`` its "CUDA, then Apple's GPU, then the CPU"."""
+    accelerator = str(accelerator)
+    setting = f"trainer.accelerator={accelerator}"
+    searched = accelerator in (AUTO, "gpu")
+    if accelerator == "cuda" or (searched and torch.cuda.is_available()):
+        return "cuda", setting + (": CUDA is available" if searched else "")
+    if accelerator in ("mps", "gpu") or (searched and torch.backends.mps.is_available()):
+        return "mps", setting + (": no CUDA, Apple's GPU is available" if searched else "")
+    return "cpu", setting + (": no CUDA or MPS device" if searched else "")
+
+
+def auto_precision(kind: str) -> tuple[str, str]:
+    """(the precision ``auto`` means on this device kind, why)."""
+    if kind == "cuda":
+        if torch.cuda.is_bf16_supported():
+            return "bf16-mixed", "this CUDA device has native bf16"
+        return "16-mixed", "this CUDA device has no native bf16: fp16 autocast with loss scaling"
+    if kind == "mps":
+        return "16-mixed", "Apple's GPU: fp16 autocast"
+    return (
+        "32-true",
+        "on a CPU mixed precision pays only with native bf16; set trainer.precision=bf16-mixed if yours has it",
+    )
 
 
 @dataclass(frozen=True)
@@ -52,6 +133,14 @@ class DeviceSettings:
     notes: dict[str, str]  # switch -> what it does on this device, where that needs saying
     pin_memory: bool
     deterministic: bool
+    why: str = ""  # the device and precision chosen, and why (choose)
+
+    @property
+    def lines(self) -> list[str]:
+        """What a run says of its device before training: where, in which precision, each switch, what resume
+        promises there."""
+        promise = exactness(self.kind, self.deterministic)
+        return [line for line in (self.why, self.line(), promise) if line]
 
     def line(self) -> str:
         """One console line: every switch's value on this device, with its note (the MFU peak has its own line)."""
@@ -71,7 +160,7 @@ class DeviceSettings:
         return {"values": asdict(self.speed), "notes": dict(self.notes), "pin_memory": self.pin_memory}
 
 
-def resolve(speed: SpeedConfig, kind: str, deterministic: bool = False) -> DeviceSettings:
+def resolve(speed: SpeedConfig, kind: str, deterministic: bool = False, why: str = "") -> DeviceSettings:
     """``speed`` for a run on ``kind`` (see the module docstring); raises ValueError naming the switch where a
     value cannot work there (``malloc=keep`` without glibc)."""
     values, notes = {}, {}
@@ -101,18 +190,21 @@ def resolve(speed: SpeedConfig, kind: str, deterministic: bool = False) -> Devic
         notes["tf32"] = "float32 matmuls on TF32 tensor cores" if speed.tf32 else "float32 matmuls in IEEE float32"
     if speed.compile and kind == "mps":
         notes["compile"] = "torch.compile's MPS backend is a prototype"
-    return DeviceSettings(kind, replace(speed, **values), notes, pin_memory=kind == "cuda", deterministic=deterministic)
+    return DeviceSettings(
+        kind, replace(speed, **values), notes, pin_memory=kind == "cuda", deterministic=deterministic, why=why
+    )
 
 
-def apply(settings: DeviceSettings) -> None:
-    """Set what belongs to the process: TF32 on CUDA, and cuBLAS's workspace for a deterministic CUDA run (before
-    any cuBLAS handle exists, if this process has made none yet; see the module docstring)."""
-    if settings.kind != "cuda":
+def apply(kind: str, tf32: bool, deterministic: bool) -> None:
+    """Set what belongs to the process on a device of this ``kind``: TF32 on CUDA (``speed.tf32``), and cuBLAS's
+    workspace for a deterministic CUDA run (before any cuBLAS handle exists, if this process has made none yet;
+    see the module docstring)."""
+    if kind != "cuda":
         return
-    if settings.deterministic:
+    if deterministic:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_DETERMINISTIC)
     # the CUDA-only flag: torch.set_float32_matmul_precision("high") would also let oneDNN's CPU matmuls use TF32
-    torch.backends.cuda.matmul.allow_tf32 = settings.speed.tf32
+    torch.backends.cuda.matmul.allow_tf32 = tf32
 
 
 def exactness(kind: str, deterministic: bool) -> str | None:

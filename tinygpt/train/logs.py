@@ -1,4 +1,5 @@
-"""Logs that continue across resume: one CSV and one TensorBoard history per run, without duplicates or gaps.
+"""A run's loggers: built from its settings, its switches as hparams, one CSV and one TensorBoard history per run
+that continue across resume without duplicates or gaps.
 
 A run resumed from a checkpoint at optimizer step S repeats nothing up to S and everything after it, so
 what the loggers hold past S (written before the crash, after the checkpoint) must go:
@@ -17,15 +18,21 @@ index: then "at or before the checkpoint" is "step <= S" for every row.
 from __future__ import annotations
 
 import csv
+import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import lightning as L
-from hydra.utils import get_class
+from hydra.utils import get_class, instantiate
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
 
 from tinygpt.common.files import atomic_write
 from tinygpt.common.run_folder import CSV_METRICS
+
+if TYPE_CHECKING:
+    from tinygpt.model import GPTConfig, LSTMConfig
+    from tinygpt.train.schema import RunConfig
 
 
 class OptimizerStepAxis(L.Callback):
@@ -84,3 +91,30 @@ def flush(loggers) -> None:
         experiment = logger.experiment if rank_zero_only.rank == 0 else None
         if hasattr(experiment, "flush"):
             experiment.flush()
+
+
+def build_loggers(run: RunConfig, run_dir: Path, resume_step: int, model: GPTConfig | LSTMConfig) -> list:
+    """The run's loggers (``logger.*``, Hydra instantiate targets), continuing from ``resume_step``, with the run's
+    switches in their hparams (TensorBoard's hparams tab pairs them with the best dev score; a resumed session's
+    TensorBoard already has them)."""
+    loggers = [
+        instantiate(logger, save_dir=str(run_dir), **resume_kwargs(logger["_target_"], resume_step))
+        for logger in run.logger.values()
+    ]
+    switches = {
+        **{f"model/{k}": ("null" if v is None else v) for k, v in vars(model).items()},
+        **{f"optim/{k}": str(v) if isinstance(v, list) else v for k, v in vars(run.optim).items()},
+        "data/name": run.data.name,
+        "data/tokenizer": run.data.tokenizer.name,
+        "data/fraction": str(run.data.fraction),
+        "seed": run.seed,
+        "max_steps": run.trainer["max_steps"],
+    }
+    for logger in loggers:
+        if isinstance(logger, TensorBoardLogger) and resume_step:
+            continue  # logged by the session that started the run (a second copy would repeat its step-0 metric)
+        if isinstance(logger, TensorBoardLogger):
+            logger.log_hyperparams(switches, metrics={"hp/best_dev_bpb": math.nan})
+        else:
+            logger.log_hyperparams(switches)
+    return loggers

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict
+from dataclasses import asdict, replace
+from typing import TYPE_CHECKING
 
 import lightning as L
 import torch
 import torch.nn.functional as F
 
+from tinygpt.common.errors import ConfigError
 from tinygpt.common.typed import typed
 from tinygpt.metrics import LN2, BitsPerByte
 from tinygpt.model import GPTConfig, LSTMConfig, config_from
@@ -16,6 +18,38 @@ from tinygpt.model.kernels import linear_cross_entropy
 from tinygpt.model.speed import SpeedConfig, optimizer_flags
 from tinygpt.train.malloc import apply_malloc
 from tinygpt.train.optim import OptimConfig
+
+if TYPE_CHECKING:
+    from tinygpt.data import Tokenizer
+    from tinygpt.train.schema import RunConfig
+
+
+def build_module(run: RunConfig, tokenizer: Tokenizer, speed: SpeedConfig) -> GPTModule:
+    """The run's LightningModule, its vocabulary taken from the tokenizer, its speed switches as resolved for the
+    device (tinygpt/train/device_settings.py); the model's initialisation depends on the seed alone, not on data
+    set-up. What train(), the Python API and the bench programs build."""
+    config = model_config(run.model, tokenizer.vocab_size)
+    L.seed_everything(run.seed, workers=True)
+    return GPTModule(
+        config,
+        run.optim,
+        run.trainer["max_steps"],
+        tokenizer.to_json(),
+        speed=speed,
+        custom_imports=list(run.custom_imports),
+    )
+
+
+def model_config(config: GPTConfig | LSTMConfig, vocab_size: int) -> GPTConfig | LSTMConfig:
+    """``config`` with the vocabulary filled from the tokenizer (``vocab_size=0``); fails before training."""
+    if config.vocab_size == 0:
+        return replace(config, vocab_size=vocab_size)
+    if config.vocab_size < vocab_size:
+        raise ConfigError(
+            f"model.vocab_size={config.vocab_size} is smaller than the tokenizer's "
+            f"{vocab_size}; set model.vocab_size=0 to take the tokenizer's"
+        )
+    return config
 
 
 class NonFiniteLossError(FloatingPointError):

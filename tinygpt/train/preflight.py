@@ -16,10 +16,11 @@ sweep's report of that job.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, open_dict
 
 from tinygpt.common.imports import import_modules
 from tinygpt.common.say import fail
@@ -31,19 +32,26 @@ from tinygpt.train.score_once import check_score_once
 _checked: list[RunConfig] = []
 
 
-def import_custom(cfg: DictConfig) -> None:
-    """The user's modules (``custom_imports``), before anything checks a name against a registry."""
-    try:
-        import_modules(cfg.get("custom_imports"))
-    except ImportError as err:
-        raise ConfigError(str(err)) from None
+def without_hydra(cfg: DictConfig) -> DictConfig:
+    """The run's config without Hydra's own node (present when composed with return_hydra_config, and in a Hydra
+    callback's config), which is not the run's and resolves only inside a job; ``cfg`` itself is left as it is."""
+    if "hydra" not in cfg:
+        return cfg
+    cfg = copy.copy(cfg)
+    with open_dict(cfg):
+        del cfg["hydra"]
+    return cfg
 
 
 def check_run_config(cfg: DictConfig) -> RunConfig:
     """The run's typed tree, every value checked, and its pre-registration's steps and seed checked: raises
     ConfigError (or DataError) naming the field. Reads no folder: what a resumed run registered before is checked
     against it under the run's lock (tinygpt/train/run.py)."""
-    import_custom(cfg)  # parts of the user's own register themselves (tinygpt/common/imports.py)
+    cfg = without_hydra(cfg)
+    try:  # parts of the user's own register themselves before the config is checked (tinygpt/common/imports.py)
+        import_modules(cfg.get("custom_imports"))
+    except ImportError as err:
+        raise ConfigError(str(err)) from None
     run = parse_run_config(cfg)
     once = run.score_once
     check_score_once(

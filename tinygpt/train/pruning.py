@@ -18,13 +18,23 @@ import math
 
 import lightning as L
 import optuna
+from hydra.core.hydra_config import HydraConfig
+
+from tinygpt.launch.study import job_trial
 
 
 class TrialPruning(L.Callback):
-    def __init__(self, trial: optuna.trial.Trial, monitor: str = "dev/bpb") -> None:
-        self.trial = trial
+    def __init__(self, name: str, number: int, monitor: str = "dev/bpb") -> None:
+        """name, number: the run's ``name`` (its study's) and ``trial``; the trial is opened in the study its
+        sweeper runs when fitting starts (tinygpt/launch/study.py)."""
+        self.name, self.number = name, number
+        self.trial: optuna.trial.Trial | None = None
         self.monitor = monitor
         self.pruned: dict | None = None  # {"step", "dev_bits_per_byte"} once the pruner stopped the run
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        if self.trial is None:
+            self.trial = job_trial(HydraConfig.get(), self.name, self.number)
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.sanity_checking or self.monitor not in trainer.callback_metrics:

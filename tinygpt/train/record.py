@@ -90,6 +90,8 @@ class RunRecord(L.Callback):
         self._write()
 
     def finish(self, status: str, **extra) -> dict:
+        """The session's end: ``status`` (finished, pruned, interrupted, failed) and what it adds (its step, sample,
+        speed, or error), written."""
         self.record.update(status=status, **extra)
         if self.record["curve"]:
             self.record["final"] = self.record["curve"][-1]

@@ -1,4 +1,7 @@
-"""A generated text sample at each validation, written to TensorBoard and kept for the run record."""
+"""A generated text sample at each validation, written to TensorBoard and kept for the run record.
+
+A run that ends without a validation (no dev split, or a last step that was not a scoring step) samples once
+when training ends, so every finished run records a sample."""
 
 from __future__ import annotations
 
@@ -44,3 +47,7 @@ class TextSampler(L.Callback):
             if hasattr(experiment, "add_text"):
                 # two trailing spaces: TensorBoard renders text as Markdown
                 experiment.add_text("sample", self.last_sample.replace("\n", "  \n"), trainer.global_step)
+
+    def on_train_end(self, trainer, pl_module):
+        if self.last_sample is None:
+            self.last_sample = self.sample(pl_module)

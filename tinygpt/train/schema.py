@@ -12,14 +12,13 @@ config to that tree (``OmegaConf.to_object``, tinygpt/common/typed.py).
 
 from __future__ import annotations
 
-import copy
 import difflib
 import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
 
 from tinygpt.common.errors import ConfigError, require
 from tinygpt.common.typed import typed
@@ -29,7 +28,7 @@ from tinygpt.model.families import config_from
 from tinygpt.model.speed import SpeedConfig
 from tinygpt.train.optim import OptimConfig
 
-__all__ = ["ConfigError", "RunConfig", "register_run_schemas", "parse_run_config", "require", "without_hydra"]
+__all__ = ["ConfigError", "RunConfig", "register_run_schemas", "parse_run_config", "require"]
 
 SEED_LIMIT = 2**32  # numpy's and Lightning's seeds are unsigned 32-bit
 
@@ -204,24 +203,13 @@ def check_steps(trainer: Any) -> None:
     )
 
 
-def without_hydra(cfg: DictConfig) -> DictConfig:
-    """The run's config without Hydra's own node (present when composed with return_hydra_config, and in a Hydra
-    callback's config), which is not the run's and resolves only inside a job; ``cfg`` itself is left as it is."""
-    if "hydra" not in cfg:
-        return cfg
-    cfg = copy.copy(cfg)
-    with open_dict(cfg):
-        del cfg["hydra"]
-    return cfg
-
-
 def parse_run_config(cfg: DictConfig) -> RunConfig:
     """The composed config as its typed tree, every value checked before anything is written: raises
     ConfigError (DataError, ValueError from a model config) naming the first bad field. Done once, where a
-    program starts; the code below reads these objects. Interpolations are resolved here."""
+    program starts; the code below reads these objects. Interpolations are resolved here. ``cfg``: without Hydra's
+    own node (tinygpt/train/preflight.py's ``without_hydra``)."""
     if OmegaConf.get_type(cfg) is not RunConfig:  # a config composed without run_schema (a Python caller's)
         raise ConfigError("the config is not a composed train config: compose conf/train.yaml (tinygpt.compose)")
-    cfg = without_hydra(cfg)
     top = list(RunConfig.__dataclass_fields__)
     unknown = sorted(set(cfg) - set(top))
     if unknown:  # a key force-added with +key=... (composition rejects the others)

@@ -1,13 +1,13 @@
 """Tokens per second and model FLOPs utilization (MFU), logged every step.
 
-FLOPs per token (tinygpt/model/families.py, passed in by the run) follow 003 and PaLM: 6N for the parameters, plus
-12·L·T·D for attention's own scores and weighted sums. MFU divides the achieved rate by a *measured* peak of the
-machine, never a datasheet number or another machine's figure: ``speed.peak_flops.<precision>`` when the user has
-measured it, else a large matmul in the run's compute dtype timed by this process at the start of training (about
-a second). The project's own 2-core machines differ by 2x in fp32 (205 vs 107 GFLOP/s) and by 3,000x in bf16
-(AVX-512 BF16 or not), so a peak written into the config would be wrong on the next machine. Lightning's
-ThroughputMonitor only knows GPU datasheet peaks and logs outside ``self.log`` (so not in the progress bar), hence
-this small callback.
+FLOPs per token (the model's own ``flops_per_token()``, read when training starts) follow 003 and PaLM: 6N for the
+parameters, plus 12·L·T·D for attention's own scores and weighted sums. MFU divides the achieved rate by a
+*measured* peak of the machine, never a datasheet number or another machine's figure:
+``speed.peak_flops.<precision>`` when the user has measured it, else a large matmul in the run's compute dtype timed
+by this process at the start of training (about a second). The project's own 2-core machines differ by 2x in fp32
+(205 vs 107 GFLOP/s) and by 3,000x in bf16 (AVX-512 BF16 or not), so a peak written into the config would be wrong
+on the next machine. Lightning's ThroughputMonitor only knows GPU datasheet peaks and logs outside ``self.log`` (so
+not in the progress bar), hence this small callback.
 
 The same measurement says when a half-precision run is a mistake on this machine: a CPU without native bf16
 (AVX2 only: no AVX512_BF16 or AMX) multiplies bf16 matrices tens of times slower than fp32, and every line of the
@@ -93,14 +93,13 @@ def compute_dtype(precision: str) -> torch.dtype:
 class SpeedMonitor(L.Callback):
     def __init__(
         self,
-        flops_per_token: int,
         peak_flops: float | None,
         precision: str = "32-true",
         window: int = 20,
         on_peak: Callable[[float, str], None] | None = None,
     ):
         """on_peak(flops, source): told the peak MFU divides by, once training starts (the run record keeps it)."""
-        self.flops_per_token = flops_per_token
+        self.flops_per_token = 0  # the model's, when training starts
         self.on_peak = on_peak
         self.peak_flops = peak_flops  # None: measured at the start of training
         self.precision = precision
@@ -109,6 +108,7 @@ class SpeedMonitor(L.Callback):
         self.tokens_per_sec = float("nan")
 
     def on_train_start(self, trainer, pl_module):
+        self.flops_per_token = pl_module.model.flops_per_token()
         source = "speed.peak_flops" if self.peak_flops is not None else "measured"
         if self.peak_flops is None:
             dtype = compute_dtype(self.precision)
