@@ -13,6 +13,7 @@ validation"; use the split only when nothing is to be chosen on it.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,11 +22,12 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Subset
 
+from tinygpt.common.progress import Progress
 from tinygpt.common.typed import typed
 from tinygpt.data.batches import SAMPLER_VERSION, RandomWindows, TrainBatches
 from tinygpt.data.config import DataConfig, text_settings
 from tinygpt.data.corpus import Corpus, open_corpus
-from tinygpt.data.documents import Piece, read_piece, total_bytes, total_chars
+from tinygpt.data.documents import Piece, read_chunks, read_piece, total_bytes, total_chars
 from tinygpt.data.encoded import EncodedText, encode_segments
 from tinygpt.data.errors import DataError
 from tinygpt.data.prepared import Encoded, PreparedSplits, TrainTokens, file_identity, prepare
@@ -441,8 +443,9 @@ def _encode(config: DataConfig, plan: SplitPlan, root: DataRoot, given: Tokenize
         train, fit_full, dev = cut_by_tokens(fit_full, dev, plan, config)
         extra = {"fit_full_chars": fit_full.chars, "fit_full_bytes": fit_full.bytes, "unseen_dev_chars": 0}
         return Encoded(tokenizer, [train], dev, extra)
-    train_segments = _read(plan.train)
-    tokenizer = given or build_tokenizer(config.tokenizer, [text for _, text in train_segments], root)
+    # the train split is read twice from disk, a chunk at a time (tinygpt/data/documents.py's read_chunks): once to
+    # fit the tokenizer, once to encode it; memory holds one chunk and its encoding, whatever the corpus's size
+    tokenizer = given or build_tokenizer(config.tokenizer, (text for _, text in _chunks(plan.train)), root)
     dev, unseen_dev = None, 0
     if plan.dev:
         dev_segments = _read(plan.dev)
@@ -454,6 +457,20 @@ def _encode(config: DataConfig, plan: SplitPlan, root: DataRoot, given: Tokenize
         "fit_full_bytes": total_bytes(plan.fit_full),
         "unseen_dev_chars": unseen_dev,
     }
-    # one piece at a time: memory holds the train text and one piece's encoding, not the whole split's
-    pieces = (encode_segments(tokenizer, [segment]) for segment in train_segments)
-    return Encoded(tokenizer, pieces, dev, extra)
+    progress = Progress("encoding the train split", total_chars(plan.train), unit="characters", rate=True)
+    return Encoded(tokenizer, _encoded_chunks(tokenizer, plan.train, progress), dev, extra)
+
+
+def _chunks(pieces: tuple[Piece, ...]) -> Iterator[tuple[str, str]]:
+    """(document name, text) of each piece in order, a long piece in several chunks (read_chunks)."""
+    for piece in pieces:
+        for text in read_chunks(piece):
+            yield piece.document, text
+
+
+def _encoded_chunks(tokenizer: Tokenizer, pieces: tuple[Piece, ...], progress: Progress) -> Iterator[EncodedText]:
+    done = 0
+    for segment in _chunks(pieces):
+        yield encode_segments(tokenizer, [segment])
+        done += len(segment[1])
+        progress.update(done)

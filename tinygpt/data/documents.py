@@ -11,7 +11,7 @@ every model is scored on and the byte count that bits per byte divides by.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -94,6 +94,66 @@ def split_pieces(pieces: Sequence[Piece], n_chars: int) -> tuple[list[Piece], li
             tail.append(replace(piece, char_start=cut_char, byte_start=cut_byte))
             remaining = 0
     return [p for p in head if p.chars], [p for p in tail if p.chars]
+
+
+CHUNK_BYTES = 1 << 25  # 32 MiB: a piece longer than this is read, fitted on and encoded a chunk at a time
+
+
+def read_chunks(piece: Piece, chunk_bytes: int = CHUNK_BYTES) -> Iterator[str]:
+    """The piece's text in order, in chunks of about ``chunk_bytes``: the whole piece at once when it is no longer
+    (every corpus of a few megabytes), so memory holds one chunk of a file of any size.
+
+    A chunk ends at a newline with a non-space character on each side. No tokenizer's pre-token crosses such a
+    newline (GPT-2's pattern, which byte-level BPE uses, makes it a token of its own; characters and bytes have no
+    context), so encoding the chunks one by one gives exactly the tokens of the whole piece. A stretch of
+    ``chunk_bytes`` with no such newline is read on until one comes (or the piece ends)."""
+    if piece.bytes <= chunk_bytes:
+        yield read_piece(piece)
+        return
+    chars = 0
+    with open(piece.path, "rb") as f:
+        f.seek(piece.byte_start)
+        left, carry = piece.bytes, b""
+        while left or carry:
+            block = f.read(min(chunk_bytes, left))
+            left -= len(block)
+            data = carry + block
+            cut = _last_safe_newline(data) if left else len(data)
+            if cut <= 0:  # no safe newline yet: read on
+                carry = data
+                continue
+            text = data[:cut].decode("utf-8")
+            chars += len(text)
+            carry = data[cut:]
+            yield text
+    if chars != piece.chars:
+        raise DataError(f"{piece.path} changed on disk while tinygpt was using it; restart the run")
+
+
+def _last_safe_newline(data: bytes) -> int:
+    """The offset just after the last newline of ``data`` with a non-space character on each side, or 0
+    (read_chunks). Python's ``isspace`` holds for every Unicode White_Space character, the ``\\s`` of GPT-2's
+    pattern, so a newline it lets through is one the pattern splits at."""
+    at = data.rfind(b"\n", 0, len(data) - 4)  # the character after it is whole
+    while at > 0:
+        if not _char_before(data, at).isspace() and not _char_at(data, at + 1).isspace():
+            return at + 1
+        at = data.rfind(b"\n", 0, at)
+    return 0
+
+
+def _char_before(data: bytes, end: int) -> str:
+    start = end - 1
+    while start > 0 and end - start < 4 and data[start] & 0xC0 == 0x80:  # UTF-8 continuation bytes: 10xxxxxx
+        start -= 1
+    return data[start:end].decode("utf-8", "replace")
+
+
+def _char_at(data: bytes, start: int) -> str:
+    end = start + 1
+    while end < len(data) and end - start < 4 and data[end] & 0xC0 == 0x80:
+        end += 1
+    return data[start:end].decode("utf-8", "replace")
 
 
 def read_piece(piece: Piece) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -106,9 +106,11 @@ class CharTokenizer(Tokenizer):
         self._sorted_codepoints = _codepoints(self.chars).astype(np.int64)
 
     @classmethod
-    def fit(cls, texts: str | Sequence[str]) -> CharTokenizer:
-        texts = [texts] if isinstance(texts, str) else list(texts)
-        seen = np.unique(np.concatenate([_codepoints(t) for t in texts] or [np.zeros(0, "<u4")]))
+    def fit(cls, texts: str | Iterable[str]) -> CharTokenizer:
+        """The characters of ``texts``, read one text at a time (a stream of a large corpus's chunks)."""
+        seen = np.zeros(0, "<u4")
+        for text in [texts] if isinstance(texts, str) else texts:
+            seen = np.union1d(seen, _codepoints(text))
         return cls(seen.astype("<u4").tobytes().decode("utf-32-le", "surrogatepass"))
 
     @property
@@ -247,9 +249,10 @@ def _new_byte_level_hf(model):
     return hf
 
 
-def train_bpe(texts: Sequence[str], vocab_size: int = 2048) -> ByteLevelBPETokenizer:
-    """Byte-level BPE trained on texts only. The initial alphabet is all 256 bytes, so any text is encodable;
-    training is deterministic (same texts, same merges)."""
+def train_bpe(texts: Iterable[str], vocab_size: int = 2048) -> ByteLevelBPETokenizer:
+    """Byte-level BPE trained on texts only, read as a stream (the trainer keeps word counts, not the texts). The
+    initial alphabet is all 256 bytes, so any text is encodable; training is deterministic (same texts, same
+    merges)."""
     from tokenizers import models, pre_tokenizers, trainers
 
     hf = _new_byte_level_hf(models.BPE())
@@ -259,7 +262,7 @@ def train_bpe(texts: Sequence[str], vocab_size: int = 2048) -> ByteLevelBPEToken
         special_tokens=[],
         show_progress=False,
     )
-    hf.train_from_iterator(list(texts), trainer=trainer)
+    hf.train_from_iterator(texts, trainer=trainer)
     return ByteLevelBPETokenizer(hf, "bpe")
 
 
@@ -283,7 +286,7 @@ def load_tokenizer(directory: str | Path) -> Tokenizer:
     return tokenizer_from_json(path.read_text(encoding="utf-8"))
 
 
-def build_tokenizer(config: TokenizerConfig, fit_texts: Sequence[str], root: DataRoot) -> Tokenizer:
+def build_tokenizer(config: TokenizerConfig, fit_texts: Iterable[str], root: DataRoot) -> Tokenizer:
     """The tokenizer a `data.tokenizer` config asks for: char and bpe are fitted on fit_texts (the train split
     only); gpt2 reads encoder.json and vocab.bpe from <root>/gpt2/ (downloaded there if missing)."""
     if config.name not in TOKENIZERS:
@@ -291,7 +294,7 @@ def build_tokenizer(config: TokenizerConfig, fit_texts: Sequence[str], root: Dat
     return TOKENIZERS[config.name].build(config, fit_texts, root)
 
 
-def _gpt2(config: TokenizerConfig, fit_texts: Sequence[str], root: DataRoot) -> Tokenizer:
+def _gpt2(config: TokenizerConfig, fit_texts: Iterable[str], root: DataRoot) -> Tokenizer:
     from tinygpt.data.download import ensure_files
     from tinygpt.data.sources import GPT2_FILES
 
@@ -344,7 +347,7 @@ class TokenizerKind:
     """One `data.tokenizer.name`: how to build it for a run, how to read it back from tokenizer.json, and
     whether it learns its vocabulary from the fit text (then the splits cannot be cut in its tokens)."""
 
-    build: Callable[[TokenizerConfig, Sequence[str], DataRoot], Tokenizer]
+    build: Callable[[TokenizerConfig, Iterable[str], DataRoot], Tokenizer]
     from_json: Callable[[dict], Tokenizer]
     needs_fitting: bool
 

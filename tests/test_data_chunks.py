@@ -1,0 +1,109 @@
+"""A long document is read, fitted on and encoded a chunk at a time (tinygpt/data/documents.py's read_chunks), and
+that changes no token: every tokenizer encodes the chunks into exactly the whole document's ids and offsets, and a
+run over a corpus prepared in chunks trains on the same tokens as one prepared whole."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from tinygpt.common.progress import Progress
+from tinygpt.data import TextDataModule
+from tinygpt.data import documents as documents_module
+from tinygpt.data.documents import read_chunks, scan_document, whole
+from tinygpt.data.encoded import encode_segments
+from tinygpt.data.root import resolve_data_root
+from tinygpt.data.tokenizers import CharTokenizer, TokenizerConfig, build_tokenizer, train_bpe
+
+# newlines between every kind of neighbour: spaces and tabs before or after them, blank lines, Unicode spaces
+# (no-break U+00A0, ideographic U+3000), CJK and accented letters, digits, punctuation and contractions
+LINES = [
+    "It's the Time Traveller's 3rd trip. 'Tis odd!",
+    "  indented line\twith a tab",
+    "trailing spaces   ",
+    "",
+    "\u3000ideographic space first",
+    "no-break\u00a0",
+    "\u00a0space then letters",
+    "数字 123 and 45.6%  ",
+    "naïve café — «quotes»",
+    "ok",
+]
+TEXT = "\n".join(LINES * 40) + "\nthe end"
+
+
+@pytest.fixture
+def document(tmp_path):
+    path = tmp_path / "long.txt"
+    path.write_text(TEXT, encoding="utf-8")
+    return scan_document("long.txt", path)
+
+
+@pytest.fixture(scope="module")
+def gpt2():
+    return build_tokenizer(TokenizerConfig(name="gpt2"), [], resolve_data_root(None))
+
+
+def test_the_chunks_are_the_text_and_each_ends_where_no_token_crosses(document):
+    chunks = list(read_chunks(whole(document), chunk_bytes=64))
+    assert len(chunks) > 20 and "".join(chunks) == TEXT
+    for chunk in chunks[:-1]:
+        assert chunk.endswith("\n") and not chunk[-2].isspace()
+    for chunk in chunks[1:]:
+        assert not chunk[0].isspace()
+    assert list(read_chunks(whole(document))) == [TEXT]  # a piece within the chunk size: one read
+
+
+@pytest.mark.parametrize("tokenizer", ["char", "bytes", "bpe", "gpt2"])
+def test_encoding_the_chunks_gives_the_whole_documents_tokens(document, tokenizer, gpt2):
+    if tokenizer == "gpt2":
+        tok = gpt2
+    elif tokenizer == "bpe":
+        tok = train_bpe([TEXT], vocab_size=400)
+    else:
+        tok = build_tokenizer(TokenizerConfig(name=tokenizer), [TEXT], resolve_data_root(None))
+    whole_encoding = encode_segments(tok, [("long.txt", TEXT)])
+    parts = [encode_segments(tok, [("long.txt", chunk)]) for chunk in read_chunks(whole(document), chunk_bytes=64)]
+    for field in ("ids", "token_bytes", "token_chars"):
+        assert torch.equal(torch.cat([getattr(p, field) for p in parts]), getattr(whole_encoding, field)), field
+
+
+def test_a_tokenizer_fitted_on_the_chunks_is_the_one_fitted_on_the_whole(document):
+    chunks = list(read_chunks(whole(document), chunk_bytes=64))
+    assert CharTokenizer.fit(iter(chunks)).chars == CharTokenizer.fit(TEXT).chars
+    assert CharTokenizer.fit(iter(chunks)).chars == "".join(sorted(set(TEXT)))
+
+
+def test_a_stretch_without_a_safe_newline_is_read_on_until_one_comes(tmp_path):
+    path = tmp_path / "wide.txt"
+    path.write_text("x" * 500 + "\ny" * 3 + " \n" * 50 + "z", encoding="utf-8")
+    chunks = list(read_chunks(whole(scan_document("wide.txt", path)), chunk_bytes=64))
+    assert "".join(chunks) == path.read_text(encoding="utf-8")
+    assert len(chunks[0]) > 500  # no newline in the first 500 characters: the chunk grew past chunk_bytes
+
+
+def test_a_corpus_prepared_in_chunks_trains_on_the_same_tokens(tmp_path, monkeypatch):
+    (tmp_path / "book.txt").write_text(TEXT * 3, encoding="utf-8")
+    config = {"root": str(tmp_path), "name": "textfile", "path": "book.txt", "tokenizer": {"name": "bpe"}}
+
+    def train_ids(prepared: str, chunk_bytes: int) -> np.ndarray:
+        monkeypatch.setenv("TINYGPT_PREPARED", str(tmp_path / prepared))
+        monkeypatch.setattr(documents_module, "CHUNK_BYTES", chunk_bytes)
+        monkeypatch.setattr(read_chunks, "__defaults__", (chunk_bytes,))
+        dm = TextDataModule(config, context_length=16, seed=0)
+        dm.setup()
+        return np.asarray(dm.train_split.tokens), dm.tokenizer.to_json()
+
+    chunked, chunked_tokenizer = train_ids("chunked", 256)
+    whole_ids, whole_tokenizer = train_ids("whole", 1 << 25)
+    assert chunked_tokenizer == whole_tokenizer and np.array_equal(chunked, whole_ids)
+
+
+def test_an_encoding_says_how_far_it_is_and_how_fast():
+    now = [0.0]
+    progress = Progress("encoding the train split", 10_000_000, clock=lambda: now[0], unit="characters", rate=True)
+    now[0] = 6.0
+    assert progress.update(3_000_000) == (
+        "encoding the train split: 3,000,000/10,000,000 characters (30%), 6 s, about 14 s left (0.5 M characters/s)"
+    )
