@@ -43,6 +43,7 @@ def test_every_entry_point_is_the_script_of_the_same_name():
         "tinygpt-prepare",
         "tinygpt-bench-train",
         "tinygpt-bench-generate",
+        "tinygpt-bench-data",
         "tinygpt-step-parts",
     } <= set(ENTRY_POINTS)
     for command, target in ENTRY_POINTS.items():

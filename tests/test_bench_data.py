@@ -1,0 +1,36 @@
+"""tinygpt-bench-data on corpora of a few megabytes: every figure of its page is there and reads as a number."""
+
+from __future__ import annotations
+
+import re
+
+from tinygpt.cli import bench_data
+
+
+def test_bench_data_writes_its_page(tmp_path, monkeypatch):
+    monkeypatch.setenv("TINYGPT_PREPARED", str(tmp_path / "unused"))  # the bench sets its own folders
+    out = tmp_path / "data.md"
+    argv = [
+        "--work",
+        str(tmp_path / "work"),
+        "--large-mb",
+        "4",
+        "--sample-mb",
+        "1",
+        "--repeats",
+        "1",
+        "--out",
+        str(out),
+    ]
+    assert bench_data.main(argv) == 0
+    page = out.read_text()
+    for tokenizer in ("gpt2", "bpe", "char"):
+        row = next(line for line in page.splitlines() if line.startswith(f"| {tokenizer} |"))
+        rates = [float(cell.replace(",", "")) for cell in row.strip("|").split("|")[1:5]]
+        assert all(rate > 0 for rate in rates), row
+    prepared, run = [line for line in page.splitlines() if line.startswith("| large |")]
+    assert re.fullmatch(r"\| large \| [\d.]+ \| [\d,]+ \|", prepared), prepared  # tinygpt-prepare: time, peak RSS
+    assert re.match(r"\| large \| 4 MiB \| [\d,]+ \| [\d.]+ \([\d.]+–[\d.]+\) \| [\d,]+ \(", run), run
+    assert "M tokens/s on one thread (goal ≥ 20 M)" in page and "peak RSS, large − tiny" in page
+    documents = sorted(p.name for p in (tmp_path / "work" / "large-4m").iterdir())
+    assert documents == ["doc00000.txt", "doc00001.txt", "doc00002.txt", "doc00003.txt"]

@@ -1,0 +1,329 @@
+"""The data path's speed and memory: preparing a corpus against its tokenizer's own speed, a run's peak memory and
+start-up on a tiny and a large prepared corpus, and the batch loader's throughput.
+
+    tinygpt-bench-data --work ~/bench-data --out docs/benchmarks/data.md   # a 2 GiB corpus; writes the page
+    tinygpt-bench-data --work /tmp/bench-data --large-mb 16 --sample-mb 2 --repeats 1   # a smoke run
+
+The corpora are written under --work from the text of the data root's corpora (peps, tinyshakespeare, timemachine,
+cycled into documents of 8 MiB, each headed by its number): a tiny one of 2 MiB and a large one of --large-mb. What
+is measured, each in its own way:
+
+- **prepare**: ``prepare_corpus`` (what tinygpt-prepare and every run's set-up call) on --sample-mb of the corpus, in
+  a fresh prepared folder, for GPT-2's tokens, a byte-level BPE fitted on the train split (its fitting included)
+  and characters; beside it the tokenizer's own encoder on the same documents and threads (``encode_batch`` of
+  HF ``tokenizers``; the character tokenizer's numpy encoder), the ceiling a prepare cannot pass. Both in MB/s of
+  UTF-8 text; "a thread" divides by the threads the tokenizer runs on (``tokenizers`` uses every core, the numpy
+  encoder one).
+- **a run's peak memory and start-up**: ``tinygpt-train experiment=smoke`` for 1 step on each corpus (no dev
+  split; ``speed.peak_flops`` given, so no peak is measured), each corpus prepared beforehand by tinygpt-prepare in
+  a process of its own (whose time and peak RSS are given too), as a child process: its peak RSS (``VmHWM``) and
+  its wall time, which differ between the two corpora only by what the data's set-up costs. Interleaved tiny,
+  large, tiny, large (--repeats rounds).
+- **loader**: ``RandomWindows`` over the large corpus's mapped train split, batch 64 × 256, on one thread: the
+  tokens a second it hands the model (the windows' pages come from the page cache after the first pass).
+
+Only figures from a machine with nothing else running are worth quoting (the page says which machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from tinygpt.cli.bench_generate import cpu_name
+from tinygpt.cli.entry import entry
+from tinygpt.common.typed import typed
+from tinygpt.data.batches import RandomWindows
+from tinygpt.data.config import DataConfig
+from tinygpt.data.datamodule import prepare_corpus
+from tinygpt.data.errors import DataError
+from tinygpt.data.root import resolve_data_root
+
+MIB = 1 << 20
+DOCUMENT_MIB = 8
+TINY_MIB = 2
+SOURCES = ("peps", "tinyshakespeare", "timemachine")
+TOKENIZERS = {"gpt2": ["data/tokenizer=gpt2"], "bpe": ["data/tokenizer=bpe"], "char": ["data/tokenizer=char"]}
+
+
+def source_text() -> str:
+    """Every text file of the data root's corpora, concatenated: the material the corpora are cycled from."""
+    root = resolve_data_root(None).path
+    parts = []
+    for name in SOURCES:
+        for path in sorted((root / name).rglob("*")):
+            if path.is_file() and path.suffix in (".txt", ".rst", ""):
+                try:
+                    parts.append(path.read_text(encoding="utf-8"))
+                except UnicodeDecodeError:
+                    continue
+    if not parts:
+        raise DataError(f"no text under {root} ({', '.join(SOURCES)}): set TINYGPT_DATA")
+    return "\n".join(parts)
+
+
+def write_corpus(folder: Path, total_mib: float, text: str) -> Path:
+    """``folder`` filled with documents of DOCUMENT_MIB (the last one shorter) cycled from ``text``, each headed by
+    its number so that no two are alike; at least four, so that one can go to test and one to dev."""
+    if folder.is_dir():
+        return folder
+    staging = folder.with_name(folder.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    total = int(total_mib * MIB)
+    size = min(DOCUMENT_MIB * MIB, max(total // 4, 1))
+    raw = text.encode("utf-8")
+    written, index, offset = 0, 0, 0
+    while written < total:
+        want = min(size, total - written)
+        with open(staging / f"doc{index:05d}.txt", "wb") as f:
+            head = f"Document {index}\n".encode()
+            f.write(head)
+            left = want - len(head)
+            while left > 0:
+                piece = raw[offset : offset + left]
+                cut = piece.rfind(b"\n") + 1 if len(piece) == left else len(piece)  # whole lines: valid UTF-8
+                piece = piece[: cut or len(piece)]
+                f.write(piece)
+                left -= len(piece)
+                offset = (offset + len(piece)) % len(raw)
+                if len(piece) == 0:
+                    break
+        written += want
+        index += 1
+    staging.rename(folder)
+    return folder
+
+
+def data_overrides(corpus: Path, dev: bool = True) -> list[str]:
+    """The corpus as ``data=textdir``: one document held out, one for dev (or, for the runs, none: a dev document of
+    megabytes would be scored at the run's one step, which is not start-up)."""
+    return [
+        "data=textdir",
+        f"data.path={corpus}",
+        "data.glob=*.txt",
+        "data.test_k=1",
+        *(["data.dev=documents", "data.dev_k=1"] if dev else ["data.dev=none"]),
+    ]
+
+
+def data_config(corpus: Path, tokenizer: str, dev: bool = True) -> DataConfig:
+    from tinygpt.cli.config import compose_run_config
+
+    cfg = compose_run_config([*data_overrides(corpus, dev), *TOKENIZERS[tokenizer]])
+    return typed(DataConfig, cfg.data, "data", DataError)
+
+
+def time_prepare(
+    corpus: Path, tokenizer: str, prepared: Path, fresh: bool = True, dev: bool = True
+) -> tuple[float, int]:
+    """Seconds for prepare_corpus (in an empty prepared folder when ``fresh``), and the UTF-8 bytes of the
+    documents it encoded."""
+    if fresh:
+        shutil.rmtree(prepared, ignore_errors=True)
+    os.environ["TINYGPT_PREPARED"] = str(prepared)
+    config = data_config(corpus, tokenizer, dev)
+    start = time.perf_counter()
+    _, _, _, splits = prepare_corpus(config)
+    seconds = time.perf_counter() - start
+    return seconds, splits.manifest["train"]["bytes"] + (splits.manifest["dev"] or {}).get("bytes", 0)
+
+
+def time_ceiling(corpus: Path, tokenizer: str, prepared: Path) -> tuple[float, int]:
+    """Seconds the tokenizer alone takes to encode the same train and dev documents (the folder's tokenizer)."""
+    os.environ["TINYGPT_PREPARED"] = str(prepared)
+    _, _, plan, splits = prepare_corpus(data_config(corpus, tokenizer))  # mapped: prepared by time_prepare
+    texts = [piece.path.read_bytes()[piece.byte_start : piece.byte_end].decode() for piece in plan.train + plan.dev]
+    encoder = splits.tokenizer
+    hf = getattr(encoder, "hf", None)
+    start = time.perf_counter()
+    if hf is not None:
+        hf.encode_batch(texts, add_special_tokens=False)
+    else:
+        for text in texts:
+            encoder.encode_with_offsets(text)
+    return time.perf_counter() - start, sum(len(t.encode()) for t in texts)
+
+
+def child(command: list[str], env: dict) -> tuple[float, float]:
+    """(wall seconds, peak RSS in MiB) of ``command`` run as a child process. The peak is the child's own
+    ``VmHWM`` (/proc/PID/status), read until it exits: ``wait4``'s ``ru_maxrss`` would also count the pages this
+    process held when it forked the child."""
+    start = time.perf_counter()
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    peak = 0.0
+    status = Path(f"/proc/{process.pid}/status")
+    while process.poll() is None:
+        try:
+            for line in status.read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    peak = max(peak, int(line.split()[1]) / 1024)
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.02)
+    seconds = time.perf_counter() - start
+    if process.returncode != 0:
+        raise RuntimeError(f"{' '.join(command[:4])} ... failed: {process.stderr.read().decode()[-2000:]}")
+    return seconds, peak
+
+
+def prepare_child(corpus: Path, prepared: Path) -> tuple[float, float]:
+    """(wall seconds, peak RSS in MiB) of tinygpt-prepare on ``corpus`` (characters, no dev split), as the runs
+    read it."""
+    command = [sys.executable, "-m", "tinygpt.cli.prepare", *data_overrides(corpus, dev=False), *TOKENIZERS["char"]]
+    return child(command, {**os.environ, "TINYGPT_PREPARED": str(prepared)})
+
+
+def run_one_step(corpus: Path, run_dir: Path, prepared: Path) -> tuple[float, float]:
+    """(wall seconds, peak RSS in MiB) of a 1-step tinygpt-train on ``corpus`` in a child process."""
+    shutil.rmtree(run_dir, ignore_errors=True)
+    command = [
+        sys.executable,
+        "-m",
+        "tinygpt.cli.train",
+        "experiment=smoke",
+        *data_overrides(corpus, dev=False),
+        *TOKENIZERS["char"],
+        "trainer.max_steps=1",
+        "trainer.val_check_interval=1",
+        "sample.max_new_tokens=0",
+        "speed.peak_flops=1e11",  # not measured: its matmuls would set the peak RSS the corpus's share hides under
+        f"hydra.run.dir={run_dir}",
+    ]
+    return child(command, {**os.environ, "TINYGPT_PREPARED": str(prepared)})
+
+
+def loader_rate(corpus: Path, prepared: Path, steps: int = 200) -> tuple[float, int]:
+    """Tokens a second RandomWindows gathers from the mapped train split, batch 64 × 256, one thread."""
+    os.environ["TINYGPT_PREPARED"] = str(prepared)
+    _, _, _, splits = prepare_corpus(data_config(corpus, "char", dev=False))
+    torch.set_num_threads(1)
+    windows = RandomWindows(splits.train.tokens, 64, 256, seed=0)
+    for step in range(steps):  # a first pass: the pages it touches come into the page cache
+        windows.batch(step)
+    start = time.perf_counter()
+    for step in range(steps, 2 * steps):
+        windows.batch(step)
+    return steps * 64 * 256 / (time.perf_counter() - start), len(splits.train.tokens)
+
+
+def spread(values: list[float], fmt: str) -> str:
+    return f"{format(statistics.median(values), fmt)} ({format(min(values), fmt)}–{format(max(values), fmt)})"
+
+
+@entry()
+def main(argv: list[str] | None = None) -> int:
+    from tinygpt.cli.config import register_configs
+
+    register_configs()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--work", type=Path, required=True, help="where the corpora and prepared folders go")
+    parser.add_argument("--large-mb", type=float, default=2048, help="the large corpus, MiB of text")
+    parser.add_argument("--sample-mb", type=float, default=32, help="the corpus the prepare rates are taken on")
+    parser.add_argument("--repeats", type=int, default=2, help="interleaved rounds of the run measurements")
+    parser.add_argument("--out", type=Path, default=None, help="also write the page (Markdown) here")
+    args = parser.parse_args(argv)
+    work = args.work.expanduser().resolve()
+    work.mkdir(parents=True, exist_ok=True)
+
+    text = source_text()
+    sample = write_corpus(work / f"sample-{args.sample_mb:g}m", args.sample_mb, text)
+    tiny = write_corpus(work / f"tiny-{TINY_MIB}m", TINY_MIB, text)
+    large = write_corpus(work / f"large-{args.large_mb:g}m", args.large_mb, text)
+
+    prepared = work / "prepared-runs"  # both corpora prepared first, each by tinygpt-prepare in its own process
+    shutil.rmtree(prepared, ignore_errors=True)
+    prepares = {name: prepare_child(corpus, prepared) for name, corpus in (("large", large), ("tiny", tiny))}
+    for name, (seconds, rss) in prepares.items():
+        print(f"tinygpt-prepare {name}: {seconds:,.1f} s, peak RSS {rss:,.0f} MiB", flush=True)
+
+    runs: dict[str, list[tuple[float, float]]] = {"tiny": [], "large": []}
+    for round_ in range(args.repeats):
+        for name, corpus in (("tiny", tiny), ("large", large)):
+            seconds, rss = run_one_step(corpus, work / f"run-{name}", prepared)
+            runs[name].append((seconds, rss))
+            print(f"[round {round_ + 1}] {name}: {seconds:.1f} s, peak RSS {rss:,.0f} MiB", flush=True)
+
+    prepare_rows, overheads = [], []
+    for name in TOKENIZERS:
+        seconds, n_bytes = time_prepare(sample, name, work / "prepared-sample")
+        ceiling_s, ceiling_bytes = time_ceiling(sample, name, work / "prepared-sample")
+        threads = 1 if name == "char" else (os.cpu_count() or 1)
+        ours, theirs = n_bytes / seconds / MIB, ceiling_bytes / ceiling_s / MIB
+        prepare_rows.append(
+            f"| {name} | {ours:,.2f} | {ours / threads:,.2f} | {theirs:,.2f} | {theirs / threads:,.2f} | {threads} "
+            f"| {1 - ours / theirs:.0%} |"
+        )
+        overheads.append(f"{name} {1 - ours / theirs:.0%}")
+        print(f"prepare {name}: {ours:,.2f} MB/s; the tokenizer alone {theirs:,.2f} MB/s", flush=True)
+
+    rate, train_tokens = loader_rate(large, prepared)
+    print(f"loader: {rate / 1e6:,.1f} M tokens/s over {train_tokens:,} tokens")
+
+    large_text = sum(path.stat().st_size for path in large.glob("*.txt"))
+    walls = {name: [s for s, _ in values] for name, values in runs.items()}
+    rsss = {name: [r for _, r in values] for name, values in runs.items()}
+    rss_gap = statistics.median(rsss["large"]) - statistics.median(rsss["tiny"])
+    wall_gap = statistics.median(walls["large"]) - statistics.median(walls["tiny"])
+    checks = [
+        f"- prepare overhead against the tokenizer alone: {', '.join(overheads)} (goal ≤ 20%)",
+        f"- a run's peak RSS, large − tiny: {rss_gap:+,.0f} MiB (goal ≤ 100 MiB)",
+        f"- 1-step run's wall time, large − tiny: {wall_gap:+,.1f} s (goal ≤ 5 s)",
+        f"- loader: {rate / 1e6:,.1f} M tokens/s on one thread (goal ≥ 20 M)",
+    ]
+    doc = "\n".join(
+        [
+            "# The data path: preparing, memory, start-up, loading",
+            "",
+            f"Produced by `tinygpt-bench-data --work WORK --large-mb {args.large_mb:g} --sample-mb {args.sample_mb:g} "
+            f"--repeats {args.repeats} --out docs/benchmarks/data.md` (tinygpt/cli/bench_data.py says what each "
+            "figure is).",
+            "",
+            f"Machine: {cpu_name()}, {os.cpu_count()} cores, torch {torch.__version__}, "
+            f"Python {platform.python_version()}.",
+            "",
+            f"## Preparing ({args.sample_mb:g} MiB, MB/s of UTF-8 text)",
+            "",
+            "| tokenizer | prepare | prepare a thread | tokenizer alone | alone a thread | threads | overhead |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+            *prepare_rows,
+            "",
+            "`tinygpt-prepare` of each corpus (characters, no dev split), in its own process:",
+            "",
+            "| corpus | wall time, s | peak RSS, MiB |",
+            "| --- | ---: | ---: |",
+            *(f"| {name} | {seconds:,.1f} | {rss:,.0f} |" for name, (seconds, rss) in prepares.items()),
+            "",
+            "## A run on a tiny and a large prepared corpus (1 step of `experiment=smoke`)",
+            "",
+            "| corpus | text | train tokens | wall time, s | peak RSS, MiB |",
+            "| --- | ---: | ---: | ---: | ---: |",
+            f"| tiny | {TINY_MIB} MiB | | {spread(walls['tiny'], '.1f')} | {spread(rsss['tiny'], ',.0f')} |",
+            f"| large | {large_text / MIB:,.0f} MiB | {train_tokens:,} | {spread(walls['large'], '.1f')} "
+            f"| {spread(rsss['large'], ',.0f')} |",
+            "",
+            f"Loader: {rate / 1e6:,.1f} M tokens/s (RandomWindows, batch 64 × 256, one thread, the large corpus).",
+            "",
+            *checks,
+            "",
+        ]
+    )
+    print("\n" + "\n".join(checks))
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(doc)
+        print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
