@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +21,7 @@ from conftest import REPO
 
 from tinygpt.data import TextDataModule
 from tinygpt.data import datamodule as datamodule_module
+from tinygpt.data import prepared as prepared_module
 from tinygpt.data.batches import RandomWindows
 from tinygpt.data.encoded import encode_segments
 from tinygpt.data.errors import DataError
@@ -31,6 +33,11 @@ def prepared_dir(tmp_path, monkeypatch):
     folder = tmp_path / "prepared"
     monkeypatch.setenv("TINYGPT_PREPARED", str(folder))
     return folder
+
+
+def folders(prepared: Path) -> list[Path]:
+    """The prepared folders (complete or staging) under ``prepared``, without the corpora's scans beside them."""
+    return sorted(p for p in prepared.iterdir() if p.name != "scans")
 
 
 @pytest.fixture
@@ -81,10 +88,11 @@ def test_a_second_run_maps_the_folder_and_encodes_nothing(corpus, prepared_dir, 
     assert first.prepared.written and first.prepared.folder.parent == prepared_dir
 
     def refuse(*args, **kwargs):
-        raise AssertionError("encoded again")
+        raise AssertionError("encoded or scanned again")
 
     monkeypatch.setattr(datamodule_module, "encode_segments", refuse)
     monkeypatch.setattr(datamodule_module, "build_tokenizer", refuse)
+    monkeypatch.setattr(prepared_module, "scan_document", refuse)  # the files' scan is kept too: none is read
     # another job of the same sweep: another seed and context length, the same text and tokenizer
     second = module(corpus, seed=1, context_length=8)
     assert not second.prepared.written and second.prepared.folder == first.prepared.folder
@@ -94,7 +102,15 @@ def test_a_second_run_maps_the_folder_and_encodes_nothing(corpus, prepared_dir, 
     assert second.tokenizer.to_json() == first.tokenizer.to_json()
     assert second.describe()["splits"] == first.describe()["splits"]
     assert any("mapped, encoded by an earlier run" in line for line in second.summary_lines())
-    assert len(list(prepared_dir.iterdir())) == 1
+    assert sorted(p.name for p in prepared_dir.iterdir()) == sorted([first.prepared.folder.name, "scans"])
+    assert second.prepared.corpus.documents == first.prepared.corpus.documents
+
+
+def test_a_changed_file_is_scanned_and_checked_again(corpus, prepared_dir):
+    module(corpus)
+    (corpus / "doc2.txt").write_bytes(b"Document 2: \xff not UTF-8")
+    with pytest.raises(DataError, match=r"doc2.txt: not valid UTF-8 at byte offset 12"):
+        module(corpus)
 
 
 def test_a_changed_corpus_or_tokenizer_is_prepared_again(corpus, prepared_dir):
@@ -143,7 +159,8 @@ def test_a_prepare_that_fails_midway_leaves_no_folder_and_the_next_run_finishes_
     monkeypatch.setattr(datamodule_module, "encode_segments", fail_on_the_third_piece)
     with pytest.raises(KeyboardInterrupt):
         module(corpus)
-    assert not prepared_dir.exists() or not any(prepared_dir.iterdir())  # nothing, not even the staging folder
+    # no prepared folder, not even the staging one (the corpus's scan is kept: it is complete)
+    assert [p.name for p in prepared_dir.iterdir()] == ["scans"]
     monkeypatch.setattr(datamodule_module, "encode_segments", real)
     assert module(corpus).prepared.written
 
@@ -174,10 +191,10 @@ def test_a_prepare_killed_mid_shard_reruns_to_the_same_bytes(corpus, prepared_di
     assert process.stdout.readline().strip() == "midway"
     process.send_signal(signal.SIGKILL)
     process.wait(timeout=30)
-    [left] = prepared_dir.iterdir()  # the killed prepare's staging folder, and no complete folder
+    [left] = folders(prepared_dir)  # the killed prepare's staging folder, and no complete folder
     assert left.name.startswith(".") and not (left / MANIFEST).exists()
     rerun = module(corpus).prepared
-    assert rerun.written and list(prepared_dir.iterdir()) == [rerun.folder]  # the staging folder removed
+    assert rerun.written and folders(prepared_dir) == [rerun.folder]  # the staging folder removed
     monkeypatch.setenv("TINYGPT_PREPARED", str(tmp_path / "fresh"))  # a prepare that was never killed
     fresh = module(corpus).prepared.folder
     for name in ("train.ids", "dev.ids", "dev.bytes", "dev.chars", "dev.doc", "tokenizer.json"):
@@ -193,7 +210,7 @@ def test_tinygpt_prepare_writes_the_folder_a_run_then_maps(corpus, prepared_dir,
     command = [sys.executable, str(REPO / "scripts" / "prepare.py"), *data]
     first = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert first.returncode == 0, first.stderr[-2000:]
-    [folder] = [p for p in prepared_dir.iterdir()]
+    [folder] = folders(prepared_dir)
     assert f"prepared: {folder} (encoded now)" in first.stdout and "ids stored as uint16" in first.stdout
     again = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert f"prepared: {folder} (already prepared: mapped, nothing encoded)" in again.stdout
@@ -208,7 +225,7 @@ def test_tinygpt_prepare_writes_the_folder_a_run_then_maps(corpus, prepared_dir,
         timeout=300,
     )
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "nope.txt" in bad.stderr
-    assert len(list(prepared_dir.iterdir())) == 1
+    assert folders(prepared_dir) == [folder]
 
 
 def test_a_live_prepares_staging_folder_is_left_alone(corpus, prepared_dir):

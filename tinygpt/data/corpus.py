@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tinygpt.data.config import DataConfig
-from tinygpt.data.documents import Document, scan_document
+from tinygpt.data.documents import Document
 from tinygpt.data.download import ensure_files, sha256_of
 from tinygpt.data.errors import DataError
+from tinygpt.data.prepared import scan_documents
 from tinygpt.data.root import DataRoot
 from tinygpt.data.sources import GENERIC_CORPORA, NAMED_CORPORA, NamedCorpus
 
@@ -91,7 +92,7 @@ def _file_documents(location: Path, config: DataConfig) -> list[Document]:
         raise DataError(f"{location} (data.path={config.path}) is a directory; use data=textdir (data.corpus=dir)")
     if not location.is_file():
         raise DataError(f"corpus file {location} (data.path={config.path}) does not exist{_also_looked(config)}")
-    return [scan_document(location.name, location)]
+    return scan_documents([(location.name, location)])
 
 
 def _also_looked(config: DataConfig) -> str:
@@ -115,7 +116,7 @@ def _dir_documents(location: Path, config: DataConfig) -> list[Document]:
             f"data.glob={config.glob!r} matches no files in {location} (data.path={config.path}); "
             f"it holds e.g. {present}"
         )
-    return [scan_document(p.relative_to(location).as_posix(), p) for p in paths]
+    return scan_documents([(p.relative_to(location).as_posix(), p) for p in paths])
 
 
 def _check_against_published(named: NamedCorpus, documents: list[Document], *, hash_files: bool) -> None:

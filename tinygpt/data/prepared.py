@@ -19,10 +19,15 @@ time), the settings that decide each split's text (``text_settings``), the split
 enter it, so every job of a sweep over seeds, models or optimizers reuses one folder. The held-out split is not in
 it: it stays a plan until ``test_dataloader``, the one scoring call, reads it.
 
-The train split is encoded piece by piece (a piece is one document, or one file's share of a split) and appended
-to ``train.ids`` as it goes, so memory holds the train text (which fitting a tokenizer reads) and one piece's
-encoding, not 32 bytes a token of the whole split. A piece is never cut: cutting one would change the tokens at
-the cut, and every committed result must reproduce.
+The train split is read from disk, fitted on and encoded piece by piece (a piece is one document, or one file's
+share of a split; a piece longer than 32 MiB in chunks cut where no token crosses: tinygpt/data/documents.py's
+``read_chunks``) and appended to ``train.ids`` as it goes, so memory holds one chunk and its encoding, not the
+train text or 32 bytes a token of the whole split. The ids are those of encoding each piece whole, so every
+committed result reproduces.
+
+Beside the folders, ``scans/`` keeps each corpus's scan (every file checked as UTF-8 and its characters counted,
+which the split plan needs), keyed by the files' identity as the folders are, so a start over unchanged files
+reads none of them (``scan_documents``).
 
 Writes go into a temporary folder beside the final one, which is renamed into place when complete: a killed
 prepare leaves no folder that looks complete, and the next run prepares it again (and removes the staging folder
@@ -47,6 +52,7 @@ import numpy as np
 import torch
 
 from tinygpt.common.files import write_json_atomic
+from tinygpt.data.documents import Document, scan_document
 from tinygpt.data.encoded import EncodedText
 from tinygpt.data.errors import DataError
 from tinygpt.data.root import default_cache_dir
@@ -55,6 +61,7 @@ from tinygpt.data.tokenizers import Tokenizer, tokenizer_from_json
 FORMAT = "tinygpt-prepared-v1"  # bump when what a prepared folder holds, or how, changes
 CACHE_ENV = "TINYGPT_PREPARED"  # where prepared folders live; default: <cache dir>/prepared
 MANIFEST, TOKENIZER = "manifest.json", "tokenizer.json"
+SCANS = "scans"  # the corpora's scans (scan_documents), beside the prepared folders
 DEV_ARRAYS = ("ids", "bytes", "chars", "doc")
 
 
@@ -245,6 +252,32 @@ def remove_abandoned(folder: Path) -> None:
             shutil.rmtree(staging, ignore_errors=True)
         except (ValueError, IndexError, PermissionError):  # not a name of ours, or another user's live process
             continue
+
+
+def scan_documents(named: Sequence[tuple[str, Path]]) -> list[Document]:
+    """Each (name, file) checked as UTF-8 and its characters counted (tinygpt/data/documents.py's scan_document),
+    once: the counts are kept under the prepared root (``scans/``), keyed by the files' identity (path, size,
+    modification time, as a prepared folder is), so that a later start over the same files reads none of them. A
+    folder of 2 GiB took 3 s a start to scan (docs/benchmarks/data.md); a changed file changes the key and is
+    scanned, and checked, again."""
+    identity = file_identity([path for _, path in named])
+    cached = prepared_root() / SCANS / f"{fingerprint({'scan': [name for name, _ in named], 'files': identity})}.json"
+    try:
+        chars = json.loads(cached.read_text())["chars"]
+        if len(chars) == len(named) and all(isinstance(n, int) for n in chars):
+            return [
+                Document(name, path, n_chars, size)
+                for (name, path), n_chars, (_, size, _) in zip(named, chars, identity, strict=True)
+            ]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # not scanned yet, or a damaged record: scan
+    documents = [scan_document(name, path) for name, path in named]
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(cached, {"chars": [document.chars for document in documents]})
+    except OSError:
+        pass  # a cache that cannot be written: the next start scans again
+    return documents
 
 
 def file_identity(paths: Sequence[Path]) -> list[tuple[str, int, int]]:
