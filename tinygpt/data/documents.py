@@ -134,7 +134,7 @@ def _last_safe_newline(data: bytes) -> int:
     """The offset just after the last newline of ``data`` with a non-space character on each side, or 0
     (read_chunks). Python's ``isspace`` holds for every Unicode White_Space character, the ``\\s`` of GPT-2's
     pattern, so a newline it lets through is one the pattern splits at."""
-    at = data.rfind(b"\n", 0, len(data) - 4)  # the character after it is whole
+    at = data.rfind(b"\n", 0, max(len(data) - 4, 0))  # the character after it is whole
     while at > 0:
         if not _char_before(data, at).isspace() and not _char_at(data, at + 1).isspace():
             return at + 1
