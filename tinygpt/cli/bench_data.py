@@ -39,7 +39,7 @@ from pathlib import Path
 
 import torch
 
-from tinygpt.cli.bench_generate import cpu_name
+from tinygpt.cli.bench_page import cpu_name, publish
 from tinygpt.cli.entry import entry
 from tinygpt.common.typed import typed
 from tinygpt.data.batches import RandomWindows
@@ -317,11 +317,7 @@ def main(argv: list[str] | None = None) -> int:
             "",
         ]
     )
-    print("\n" + "\n".join(checks))
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(doc)
-        print(f"wrote {args.out}")
+    publish(doc, checks, args.out)
     return 0
 
 

@@ -25,6 +25,7 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from tinygpt.cli import CONF
+from tinygpt.cli.bench_page import cpu_name, publish
 from tinygpt.cli.config import register_configs
 from tinygpt.cli.entry import entry
 from tinygpt.common.typed import typed
@@ -46,16 +47,6 @@ def benchmark_config() -> GPTConfig:
     with initialize_config_dir(config_dir=CONF, version_base=None):
         cfg = compose(config_name="params", overrides=MODERN_SINCE_GPT2)
     return typed(GPTConfig, cfg.model, "model")
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def timed_generate(model: GPT, prompt: torch.Tensor, n: int, use_cache: bool) -> tuple[torch.Tensor, float]:
@@ -137,11 +128,7 @@ def main(argv: list[str] | None = None) -> int:
             "",
         ]
     )
-    print("\n" + "\n".join(checks))
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(doc)
-        print(f"wrote {args.out}")
+    publish(doc, checks, args.out)
     return 0 if all(same.values()) else 1
 
 
