@@ -53,6 +53,8 @@ CASES = [
     ("tinygpt-train", ["data=textdir", "data.path={folder}/docs", "data.glob=*.md"], "data.glob='*.md' matches no"),
     ("tinygpt-train", ["-m", "data=textfile", "data.path=missing.txt", "seed=1,2"], "missing.txt"),
     ("tinygpt-train", ["hydra.run.dir={folder}/a_file/run"], "a_file/run: Not a directory"),
+    ("tinygpt-train", ["progress.style=fancy"], "progress.style='fancy' is not allowed: must be one of auto"),
+    ("tinygpt-train", ["callbacks.sample._target_=nowhere.Sampler"], "callbacks.sample (nowhere.Sampler): "),
     ("tinygpt-evaluate", ["ckpt={folder}/loose.ckpt"], "run.json not found: evaluate needs the run's record"),
     (
         "tinygpt-evaluate",

@@ -1,4 +1,4 @@
-"""speed.malloc (tinygpt/train/malloc.py): keep stops the page faults of large tensors and changes no number.
+"""speed.malloc (tinygpt/train/device_settings.py): keep stops the page faults of large tensors and changes no number.
 
 The setting belongs to a process, so the behaviour is checked in fresh subprocesses, one per value; the speed it
 buys is measured in scripts/bench_train.py, never here.
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tinygpt.model.speed import SpeedConfig
-from tinygpt.train import malloc
+from tinygpt.train import device_settings as malloc
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -321,3 +321,39 @@ def test_run_json_says_whether_the_checkout_was_dirty(checkout, tiny_cfg, tmp_pa
     assert (session["commit"], session["dirty"]) == (head, True) == (record["provenance"][0]["commit"], True)
     git(checkout, "checkout", "--", "model.py")
     assert provenance.git_state() == (head, False)
+
+
+def test_a_callback_added_in_the_config_runs_and_one_dropped_is_gone(tiny_cfg, tmp_path):
+    """conf/callbacks/: Lightning's own LearningRateMonitor added with Hydra's ``+`` logs the learning rate; the
+    sampler dropped with ``~`` leaves no sample; neither changes the recipe (the score-once switches)."""
+    from tinygpt.train.score_once import recipe_switches
+
+    cfg = tiny_cfg(
+        "+callbacks.lr_monitor._target_=lightning.pytorch.callbacks.LearningRateMonitor",
+        "+callbacks.lr_monitor.logging_interval=step",
+        "~callbacks.sample",
+    )
+    record = train(cfg, tmp_path)
+    assert record["status"] == "finished" and record["sample"] is None
+    events = EventAccumulator(str(tmp_path / "tb"), size_guidance={"scalars": 0}).Reload()
+    # Lightning's monitor logs the rate a step trains with before that step; tinygpt's train/lr after it
+    monitored = {e.step + 1: e.value for e in events.Scalars("lr-AdamW/pg1")}
+    assert monitored == {e.step: e.value for e in events.Scalars("train/lr")} and len(monitored) == 8
+    assert "TextSampler" not in json.dumps(record["config"]) and "sample" not in record["config"]["callbacks"]
+    assert recipe_switches(record["config"]) == recipe_switches(train(tiny_cfg(), tmp_path / "plain")["config"])
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("~callbacks.last_checkpoint", r"^callbacks: no tinygpt\.train\.last_checkpoint\.LastCheckpoint; a run"),
+        ("callbacks.speed._target_=tinygpt.train.speed.SpeedMonitr", r"^callbacks\.speed \(tinygpt\.train\.speed\.Sp"),
+        ("checkpoint.every_n_steps=0", r"^checkpoint\.every_n_steps=0 is not allowed: must be a positive integer$"),
+        ("progress.style=fancy", r"^progress\.style='fancy' is not allowed: must be one of auto"),
+        ("+callbacks.nothing.a=1", r"^callbacks\.nothing: give a _target_"),
+    ],
+)
+def test_a_bad_callback_fails_in_one_line_before_anything_is_written(tiny_cfg, tmp_path, override, message):
+    with pytest.raises(ConfigError, match=message):
+        train(tiny_cfg(override), tmp_path)
+    assert list(tmp_path.iterdir()) == []

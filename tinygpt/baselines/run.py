@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from omegaconf import OmegaConf
 
 from tinygpt.baselines.compressors import COMPRESSORS, score_compressor
 from tinygpt.baselines.kneser_ney import KneserNey
@@ -29,6 +28,7 @@ from tinygpt.common.run_folder import (
     append_evaluations,
     checkpoint_files,
     checkpoints_dir,
+    config_record,
     read_record,
 )
 from tinygpt.common.typed import typed
@@ -140,7 +140,7 @@ def run_baselines(
 
         record = {
             "split": split,
-            "data": OmegaConf.to_container(data, resolve=True) if OmegaConf.is_config(data) else data,
+            "data": config_record(data),
             "documents": list(text.documents),
             "train_chars": len(text.train),
             "scored_chars": len(text.text) - 1,

@@ -11,12 +11,12 @@ downloaded. The data group chooses what evaluate.py scores the model on.
 """
 
 import hydra
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from tinygpt.cli import CONF
 from tinygpt.cli.config import register_configs
 from tinygpt.cli.entry import entry, task
-from tinygpt.common.run_folder import record_path
+from tinygpt.common.run_folder import config_record, record_path
 from tinygpt.export.import_hf import import_folder
 
 register_configs()  # the typed schemas (tinygpt/cli/config.py), before Hydra composes
@@ -29,7 +29,7 @@ def main(cfg: DictConfig) -> None:
     from transformers.utils import logging as transformers_logging
 
     transformers_logging.disable_progress_bar()  # its per-shard bars; our one-line summary says what was done
-    run_config = {"name": cfg.name, "seed": cfg.seed, "data": OmegaConf.to_container(cfg.data, resolve=True)}
+    run_config = {"name": cfg.name, "seed": cfg.seed, "data": config_record(cfg.data)}
     ckpt = import_folder(cfg.hf, cfg.out, run_config, overwrite=cfg.overwrite)  # a refusal: one line (@task)
     print(f"[tinygpt] imported {cfg.hf} to {ckpt} (run record: {record_path(ckpt.parent.parent)})")
 

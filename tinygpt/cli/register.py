@@ -38,7 +38,7 @@ from tinygpt.cli import CONF
 from tinygpt.cli.config import compose_run_config
 from tinygpt.cli.entry import entry, fail
 from tinygpt.common.errors import ConfigError
-from tinygpt.common.run_folder import read_record
+from tinygpt.common.run_folder import config_record, read_record
 from tinygpt.launch.search import trial_dir
 from tinygpt.launch.search_config import override_key
 from tinygpt.launch.study import load_finished_study
@@ -48,7 +48,18 @@ NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_\-]*$")
 # groups an experiment does not choose: Hydra's own, and the search that found the recipe
 SKIPPED_GROUPS = ("hydra/", "hparams_search", "experiment")
 # keys that say which run this is or where it executes, not what it trains: never written into a recipe
-EXECUTION = ("name", "seed", "trial", "score_once", "resume", "ckpt_path", "sweep", "progress", "data.root")
+EXECUTION = (
+    "name",
+    "seed",
+    "trial",
+    "score_once",
+    "resume",
+    "ckpt_path",
+    "sweep",
+    "progress",
+    "callbacks",  # their settings are the run's own keys (conf/callbacks/), recorded there
+    "data.root",
+)
 
 
 class Refused(ConfigError):
@@ -89,7 +100,7 @@ def composed(overrides: Sequence[str], search_path: Sequence[Path], choices: boo
     cfg = compose_run_config(overrides, search_path=search_path, return_hydra_config=choices)
     if choices:
         return dict(cfg.hydra.runtime.choices)
-    return OmegaConf.to_container(cfg, resolve=True)
+    return config_record(cfg)
 
 
 def is_execution(key: str) -> bool:
@@ -190,7 +201,7 @@ def register(sweep_dir: Path, settings: dict, destination: Path, package: bool =
         if OmegaConf.select(job_config, key, default="<missing>") == "<missing>" or is_execution(key):
             raise Refused(f"{key}={value}: not a setting of the trial's config that a recipe can change")
         OmegaConf.update(job_config, key, value, merge=False)
-    trial_config = OmegaConf.to_container(job_config, resolve=True)
+    trial_config = config_record(job_config)
     choices = dict(OmegaConf.load(folder / ".hydra" / "hydra.yaml").hydra.runtime.choices)
     overrides = OmegaConf.load(folder / ".hydra" / "overrides.yaml")
     overridden = [override_key(line) for line in overrides] + list(changes)

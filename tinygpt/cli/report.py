@@ -18,11 +18,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from omegaconf import OmegaConf
-
 from tinygpt.baselines.run import cached_baselines
 from tinygpt.cli.config import compose_run_config
 from tinygpt.cli.entry import entry, fail
+from tinygpt.common.run_folder import config_record
 from tinygpt.launch.search_config import study_path
 from tinygpt.report.beside_baselines import sweep_data
 from tinygpt.report.jobs import load_sweep
@@ -33,7 +32,7 @@ from tinygpt.report.tables import METRICS
 def experiment_defaults(overrides: Sequence[str]) -> dict:
     """conf/train.yaml composed with ``overrides`` (the ones every run of the sweep shares), resolved: what the
     experiment gives without the variants' own overrides, which the report's default reference matches."""
-    return OmegaConf.to_container(compose_run_config(overrides), resolve=True)
+    return config_record(compose_run_config(overrides))
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -19,6 +19,9 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
 
 from tinygpt.common.files import write_json_atomic
 
@@ -101,6 +104,13 @@ def is_finished_and_skipped(record: dict | None, resume: str, ckpt_path: str | N
     the old record, and placement, which must then neither lease a device nor rewrite placement.json (the
     file says where the job trained, not where a later rerun passed it by)."""
     return resume == "auto" and not ckpt_path and bool(record) and record.get("status") in DONE
+
+
+def config_record(config: Any) -> Any:
+    """A composed config as a record holds it: resolved, as plain dicts and lists (a baseline's data, an imported
+    model's run config, a registered recipe), as ``train()`` writes run.json's; what compares a config with records
+    (the report's defaults, tinygpt-register's check) takes this same form. Anything else is returned as is."""
+    return OmegaConf.to_container(config, resolve=True) if OmegaConf.is_config(config) else config
 
 
 def write_record(run_dir: str | Path, record: dict) -> None:

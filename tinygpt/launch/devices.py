@@ -1,4 +1,4 @@
-"""Which devices a sweep shares out, and how many devices a run asks for.
+"""Which devices a sweep shares out, how many devices a run asks for, and which sweep jobs may ask for several.
 
 A device pool is what automatic placement leases: the visible CUDA GPUs when the run may use them; else Apple's
 GPU (one MPS device) when the run may use it; on a CPU-only machine (or ``trainer.accelerator=cpu``)
@@ -8,14 +8,22 @@ lease them but still train on the CPU).
 ``sweep.jobs_per_device`` (k) packs several small jobs on one accelerator: the pool then has k leases per device,
 one per slot, listed slot by slot (every device's slot 0, then every device's slot 1, ...), so jobs spread over
 the devices before any device takes a second one. A CPU pool's slots are ``sweep.cpu_jobs`` already.
+
+A sweep job on several devices is refused unless a cluster starts its processes. Lightning's ``strategy=ddp``
+starts ranks 1..N-1 by running the script's command line again (adding Hydra's run dir). For a single run that is
+sound; in a multirun the command line is the whole sweep, so every extra rank would launch the sweep again
+(Lightning #11300). A sweep job may use several devices only when a cluster starts one process per device itself:
+SLURM with one task per device, or torchrun. docs/sweeps.md.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+from hydra.types import RunMode
 
 from tinygpt.common.errors import ConfigError
 
@@ -126,3 +134,27 @@ def device_count(devices: int | str | Sequence[int]) -> int:
 def is_device_list(devices) -> bool:
     """Whether ``trainer.devices`` names devices by index ([0], "1,"), i.e. the user chose which ones."""
     return (isinstance(devices, str) and "," in devices) or not isinstance(devices, (int, str))
+
+
+def refuse_multi_device_jobs_in_sweep(mode: RunMode, trainer: Mapping) -> None:
+    """Raises ConfigError for a multirun job that asks for several devices whose processes Lightning would
+    start itself (see the module docstring)."""
+    if mode != RunMode.MULTIRUN:
+        return
+    count = requested_devices(trainer["devices"])
+    if count is None:
+        count = max(cuda_device_count(), 1) if str(trainer["accelerator"]) in CUDA_ACCELERATORS else 1
+    from lightning.fabric.plugins.environments import SLURMEnvironment, TorchElasticEnvironment  # only here
+
+    world_size = count * int(trainer.get("num_nodes", 1))
+    # whether a cluster, not Lightning, starts the DDP processes (Lightning's own SLURM and torchrun checks)
+    if count <= 1 or TorchElasticEnvironment.detect():
+        return
+    if SLURMEnvironment.detect() and int(os.environ.get("SLURM_NTASKS", "0")) == world_size:
+        return
+    raise ConfigError(
+        f"trainer.devices={trainer['devices']} in a multirun: one sweep job runs on one device (Lightning would "
+        "start the extra DDP processes by rerunning the whole sweep command, Lightning #11300). Use "
+        "trainer=ddp for a single run (no -m), or hydra/launcher=slurm with one SLURM task per device "
+        "(docs/sweeps.md)."
+    )

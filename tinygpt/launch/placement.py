@@ -36,9 +36,14 @@ from omegaconf import DictConfig, OmegaConf
 from tinygpt.common.files import write_json_atomic
 from tinygpt.common.run_folder import is_finished_and_skipped, placement_path, read_record
 from tinygpt.common.say import PREFIX, say
-from tinygpt.launch.devices import cpu_cores, device_pool, is_device_list, requested_devices
+from tinygpt.launch.devices import (
+    cpu_cores,
+    device_pool,
+    is_device_list,
+    refuse_multi_device_jobs_in_sweep,
+    requested_devices,
+)
 from tinygpt.launch.leases import Lease, acquire
-from tinygpt.launch.multidevice import refuse_multi_device_jobs_in_sweep
 from tinygpt.launch.orphans import die_with_parent, exit_if_orphaned
 from tinygpt.launch.packing import AUTO, PLAN, decide, job_footprint, jobs_per_device, write_plan
 

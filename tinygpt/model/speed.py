@@ -45,7 +45,7 @@ Each switch changes how a step is computed, never what it computes beyond a stat
 - `optimizer`: AdamW's implementation, "fused" (one kernel over all parameters; CPU and CUDA), "foreach"
   (batched tensor ops) or "for_loop" (torch's CPU default); the same update up to float rounding.
 - `malloc`: "keep" raises glibc's mmap and trim thresholds so freed tensors stay in the heap for the next step
-  instead of being unmapped and faulted in again (tinygpt/train/malloc.py); "system" leaves glibc as it is;
+  instead of being unmapped and faulted in again (tinygpt/train/device_settings.py); "system" leaves glibc as it is;
   "auto" (the default) is keep where the C library is glibc. Nothing computed changes (bit-identical, tested);
   it helps steps that free and reallocate large tensors (since_gpt2's). Per process, applied when the GPTModule
   is built.
@@ -72,7 +72,7 @@ from tinygpt.model.kernels import CORES, DROPOUT_IMPLS
 
 ATTENTION_DTYPES = ("auto", "float32", "compute")
 PROJECTIONS = ("fused", "separate")
-MALLOC_IMPLS = ("auto", "keep", "system")  # glibc's thresholds: tinygpt/train/malloc.py
+MALLOC_IMPLS = ("auto", "keep", "system")  # glibc's thresholds: tinygpt/train/device_settings.py
 
 CHOICES = {
     "loss": ("chunked", "full"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
@@ -11,7 +12,11 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 from tinygpt.common.errors import ConfigError
 from tinygpt.common.files import atomic_write
 from tinygpt.common.imports import import_modules
-from tinygpt.common.run_folder import last_checkpoint
+from tinygpt.common.run_folder import checkpoints_dir, last_checkpoint
+
+if TYPE_CHECKING:
+    from tinygpt.train.module import GPTModule
+    from tinygpt.train.schema import RunConfig
 
 
 class CheckpointError(RuntimeError):
@@ -42,19 +47,27 @@ def read_checkpoint(path: str | Path) -> dict:
         raise CheckpointError(f"checkpoint {path} is unreadable (truncated or corrupt?): {first_line}") from None
 
 
-def resume_path(run_dir: Path, resume: str, ckpt_path: str | None) -> str | None:
-    """The checkpoint to resume from: an explicit ``ckpt_path``, else with ``resume=auto`` the job's own
-    ``checkpoints/last.ckpt`` if there is one. Checked readable before the Trainer touches anything."""
-    if resume not in ("auto", "never"):
-        raise ConfigError(f"resume={resume!r} is not allowed; choose auto or never")
-    if ckpt_path:
-        path = Path(ckpt_path)
-    elif resume == "auto" and last_checkpoint(run_dir).exists():
+def resume_point(run_dir: Path, run: RunConfig, module: GPTModule) -> tuple[str | None, int]:
+    """Where the run continues: (the checkpoint, its step), or (None, 0) for a fresh start. The checkpoint is an
+    explicit ``ckpt_path``, else with ``resume=auto`` the job's own ``checkpoints/last.ckpt`` if there is one; it
+    is read, and checked to fit the built ``module`` and the run's optimizer and steps (``check_resumable``),
+    before the Trainer touches anything. ``resume=never`` refuses a folder that already holds checkpoints."""
+    if run.resume not in ("auto", "never"):
+        raise ConfigError(f"resume={run.resume!r} is not allowed; choose auto or never")
+    if run.ckpt_path:
+        path = Path(run.ckpt_path)
+    elif run.resume == "auto" and last_checkpoint(run_dir).exists():
         path = last_checkpoint(run_dir)
+    elif run.resume == "never" and checkpoints_dir(run_dir).exists():
+        raise ConfigError(
+            f"resume=never: {checkpoints_dir(run_dir)} already holds checkpoints; pick another output folder "
+            "(hydra.run.dir=...) rather than overwrite them, or resume=auto to continue"
+        )
     else:
-        return None
-    read_checkpoint(path)
-    return str(path)
+        return None, 0
+    checkpoint = read_checkpoint(path)
+    check_resumable(checkpoint, path, module.model_config, run.optim, run.trainer["max_steps"], module.tokenizer_json)
+    return str(path), int(checkpoint.get("global_step", 0))
 
 
 DECAYING = ("cosine", "linear", "wsd")  # schedules whose shape depends on trainer.max_steps

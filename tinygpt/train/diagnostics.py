@@ -15,27 +15,37 @@ import torch
 from tinygpt.common.errors import ConfigError
 from tinygpt.metrics import unigram_entropy_bits
 from tinygpt.train.collapse import attention_grad_norms, prediction_tvd
-from tinygpt.train.record import RunRecord, read_record
+from tinygpt.train.record import RunRecord, read_record, run_record
 
 
 class CollapseDiagnostics(L.Callback):
-    def __init__(self, steps: list[int], record: RunRecord):
-        if not steps or any(int(s) < 1 for s in steps):
+    def __init__(self, steps: list[int]):
+        """steps: ``diagnostics.collapse_steps``; none (the default): the callback measures nothing."""
+        if any(int(s) < 1 for s in steps):
             raise ConfigError(f"diagnostics.collapse_steps={list(steps)}: give training steps >= 1 (1 = the first)")
         self.steps = sorted({int(s) for s in steps})
-        self.record = record
-        previous = read_record(record.path.parent) or {}  # a resumed run keeps what it measured before
-        self.diagnostics = {"steps": {}, **(previous.get("diagnostics") or {})}
+        self.record: RunRecord | None = None
+        self.diagnostics: dict = {"steps": {}}
         self._last_batch: torch.Tensor | None = None
 
     def on_fit_start(self, trainer, pl_module):
+        if not self.steps:
+            return
+        self.record = run_record(trainer)
+        if self.record is not None:  # a resumed run keeps what it measured before
+            previous = read_record(self.record.run_dir) or {}
+            self.diagnostics = {"steps": {}, **(previous.get("diagnostics") or {})}
         train_ids = trainer.datamodule.train_split.ids
         self._update(unigram_entropy_bits=unigram_entropy_bits(train_ids))
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        if not self.steps:
+            return
         self._last_batch = batch[0]
 
     def on_before_optimizer_step(self, trainer, pl_module, optimizer):
+        if not self.steps:
+            return
         # Lightning calls this after backward and before gradient clipping, so these are the raw gradients
         step = trainer.global_step + 1
         if step in self.steps:
@@ -47,6 +57,8 @@ class CollapseDiagnostics(L.Callback):
                 )
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if not self.steps:
+            return
         step = trainer.global_step  # already counts this batch's optimizer step
         point = self.diagnostics["steps"].get(str(step))
         if point is not None and "train_loss_bits" not in point:
@@ -56,7 +68,7 @@ class CollapseDiagnostics(L.Callback):
 
     def on_train_end(self, trainer, pl_module):
         batch = self._last_batch
-        if batch is None or batch.shape[0] < 2:
+        if not self.steps or batch is None or batch.shape[0] < 2:
             return  # a resumed, already finished run, or batch size 1: no two contexts to compare
         tvd = prediction_tvd(pl_module.model, batch[0], batch[1])
         for logger in trainer.loggers:
@@ -65,4 +77,5 @@ class CollapseDiagnostics(L.Callback):
 
     def _update(self, **fields) -> None:
         self.diagnostics.update(fields)
-        self.record.update(diagnostics=self.diagnostics)
+        if self.record is not None:
+            self.record.update(diagnostics=self.diagnostics)

@@ -34,7 +34,8 @@ from pathlib import Path
 
 from lightning.pytorch.callbacks import Checkpoint
 
-from tinygpt.common.run_folder import LAST_CHECKPOINT
+from tinygpt.common.errors import ConfigError
+from tinygpt.common.run_folder import LAST_CHECKPOINT, checkpoints_dir
 from tinygpt.common.say import say
 from tinygpt.train.logs import flush
 
@@ -53,12 +54,23 @@ class TrainingInterrupted(Exception):
 
 
 class LastCheckpoint(Checkpoint):
-    def __init__(self, dirpath: str | Path, every_n_steps: int, val_check_interval: int, has_dev: bool):
-        self.path = Path(dirpath) / LAST_CHECKPOINT
-        self.every_n_steps, self.val_check_interval, self.has_dev = every_n_steps, val_check_interval, has_dev
+    def __init__(self, every_n_steps: int):
+        """every_n_steps: ``checkpoint.every_n_steps``. The folder (the run's ``checkpoints/``), the scoring steps
+        and whether there is a dev split to score are the Trainer's and the data's, read in ``setup``."""
+        if not isinstance(every_n_steps, int) or every_n_steps < 1:
+            raise ConfigError(f"LastCheckpoint(every_n_steps={every_n_steps!r}): must be a positive integer")
+        self.every_n_steps = every_n_steps
+        self.path: Path | None = None
+        self.val_check_interval, self.has_dev = 1, False
         self.saved_step = -1
         self.stop_signal: int | None = None
         self._previous: dict[int, object] = {}
+
+    def setup(self, trainer, pl_module, stage):
+        self.path = checkpoints_dir(trainer.default_root_dir) / LAST_CHECKPOINT
+        self.val_check_interval = trainer.val_check_interval
+        # a run without a dev split saves at its own steps, not after a validation
+        self.has_dev = bool(getattr(trainer.datamodule, "has_dev", False))
 
     # -- when to save --------------------------------------------------------------------------------------
     def _scoring_step(self, step: int) -> bool:

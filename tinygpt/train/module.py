@@ -16,7 +16,7 @@ from tinygpt.metrics import LN2, BitsPerByte
 from tinygpt.model import GPTConfig, LSTMConfig, config_from
 from tinygpt.model.kernels import linear_cross_entropy
 from tinygpt.model.speed import SpeedConfig, optimizer_flags
-from tinygpt.train.malloc import apply_malloc
+from tinygpt.train.device_settings import apply_malloc
 from tinygpt.train.optim import OptimConfig
 
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ class GPTModule(L.LightningModule):
         self.tokenizer_json = tokenizer_json
         # how the modules compute is the speed switches' share that lives in the model, given when it is built
         self.model = self.model_config.build(self.speed_config)
-        apply_malloc(self.speed_config.malloc)  # the process's malloc thresholds (tinygpt/train/malloc.py)
+        apply_malloc(self.speed_config.malloc)  # the process's malloc thresholds (tinygpt/train/device_settings.py)
         self.dev_score = BitsPerByte()
         self.best_dev_bpb = math.inf
         self.best_dev_step = -1

@@ -1,4 +1,4 @@
-"""Before a run writes anything: every setting parsed and the score-once pre-registration checked.
+"""Before a run writes anything: every setting parsed, the score-once pre-registration and the callbacks checked.
 
 A bad value must end the command in one line with nothing written (no folder, no lock, no log). ``train()``
 checks here first, before it locks the run's folder, so a Python caller is refused with its folder untouched.
@@ -17,6 +17,7 @@ sweep's report of that job.
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
@@ -25,6 +26,7 @@ from omegaconf import DictConfig, open_dict
 from tinygpt.common.imports import import_modules
 from tinygpt.common.say import fail
 from tinygpt.data.errors import DataError
+from tinygpt.train.callbacks import build_callbacks
 from tinygpt.train.schema import ConfigError, RunConfig, parse_run_config
 from tinygpt.train.score_once import check_score_once
 
@@ -75,6 +77,10 @@ class ConfigPreflight(Callback):
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         _checked.clear()
         try:
-            _checked.append(check_run_config(config))
+            run = check_run_config(config)
+            # the callbacks built once to check them (a misspelt _target_, a bad value), as train() builds them;
+            # the job's folder is not known yet, and building one writes nothing
+            build_callbacks(run, Path.cwd())
+            _checked.append(run)
         except (ConfigError, DataError) as err:
             raise fail(str(err)) from None

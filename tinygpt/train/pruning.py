@@ -15,29 +15,35 @@ report would land on step 0; it also refuses SQLite-less storages under DDP. Thi
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import lightning as L
-import optuna
-from hydra.core.hydra_config import HydraConfig
 
-from tinygpt.launch.study import job_trial
+if TYPE_CHECKING:
+    import optuna
 
 
 class TrialPruning(L.Callback):
-    def __init__(self, name: str, number: int, monitor: str = "dev/bpb") -> None:
+    def __init__(self, name: str, number: int | None, monitor: str = "dev/bpb") -> None:
         """name, number: the run's ``name`` (its study's) and ``trial``; the trial is opened in the study its
-        sweeper runs when fitting starts (tinygpt/launch/study.py)."""
+        sweeper runs when fitting starts (tinygpt/launch/study.py). A run that is no search's trial
+        (``trial=null``, every run but a search's) has nothing to report: the callback does nothing, and Optuna
+        is not imported."""
         self.name, self.number = name, number
         self.trial: optuna.trial.Trial | None = None
         self.monitor = monitor
         self.pruned: dict | None = None  # {"step", "dev_bits_per_byte"} once the pruner stopped the run
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        if self.trial is None:
+        if self.trial is None and self.number is not None:
+            from hydra.core.hydra_config import HydraConfig
+
+            from tinygpt.launch.study import job_trial  # Optuna, loaded by a search's trials alone
+
             self.trial = job_trial(HydraConfig.get(), self.name, self.number)
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if trainer.sanity_checking or self.monitor not in trainer.callback_metrics:
+        if self.trial is None or trainer.sanity_checking or self.monitor not in trainer.callback_metrics:
             return
         value, step = float(trainer.callback_metrics[self.monitor]), trainer.global_step
         if not math.isfinite(value):  # a diverged run: no score to compare, and no reason to go on

@@ -14,7 +14,8 @@ import lightning as L
 import torch
 from lightning.pytorch.utilities import rank_zero_only
 
-from tinygpt.common.run_folder import DEV, DEV_BITS_PER_BYTE, DEV_LOSS, read_record, record_path, write_record
+from tinygpt.common.files import write_json_atomic
+from tinygpt.common.run_folder import DEV, DEV_BITS_PER_BYTE, DEV_LOSS, read_record, record_path
 from tinygpt.common.say import say
 from tinygpt.train import provenance
 
@@ -102,4 +103,10 @@ class RunRecord(L.Callback):
         if rank_zero_only.rank != 0:  # under DDP every process runs the callbacks; one writes the record
             return
         self.record["wall_time_s"] = self._wall_before + time.time() - self._started
-        write_record(self.run_dir, self.record)
+        write_json_atomic(self.path, self.record)  # a crash mid-write leaves the previous record whole
+
+
+def run_record(trainer: L.Trainer) -> RunRecord | None:
+    """The run's record among the Trainer's callbacks, for the callbacks that add to it (the speed monitor's peak,
+    the collapse diagnostics); None for a Trainer built without one (a notebook's)."""
+    return next((c for c in trainer.callbacks if isinstance(c, RunRecord)), None)

@@ -2,7 +2,8 @@
 
 ``train()`` reads top to bottom: the config parsed once (tinygpt/train/preflight.py), placed on a device and
 resolved for it (tinygpt/launch/placement.py, tinygpt/train/device_settings.py), then under the run folder's lock
-each part built by its own call: the DataModule, the LightningModule, the record, the loggers and the callbacks.
+each part built by its own call: the DataModule, the LightningModule, the record and the loggers. The callbacks
+are built first, from the config (conf/callbacks/), so that a bad value fails before the folder is touched.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from omegaconf import DictConfig, OmegaConf
 
 from tinygpt.common.run_folder import (
     DEV_BITS_PER_BYTE,
-    checkpoints_dir,
     is_finished_and_skipped,
     read_record,
 )
@@ -27,12 +27,13 @@ from tinygpt.launch.placement import apply_placement, in_multirun
 from tinygpt.launch.search_config import TRIAL_KEY, in_search
 from tinygpt.train import device_settings
 from tinygpt.train.callbacks import build_callbacks
-from tinygpt.train.checkpoints import AtomicCheckpointIO, check_resumable, read_checkpoint, resume_path
-from tinygpt.train.console import progress_callback, silence_third_party_tips
+from tinygpt.train.checkpoints import AtomicCheckpointIO, resume_point
+from tinygpt.train.console import silence_third_party_tips
 from tinygpt.train.last_checkpoint import LastCheckpoint, TrainingInterrupted
 from tinygpt.train.logs import build_loggers
 from tinygpt.train.module import build_module
 from tinygpt.train.preflight import check_run_config, without_hydra
+from tinygpt.train.pruning import TrialPruning
 from tinygpt.train.record import RunRecord
 from tinygpt.train.runlock import RunFolderBusy, lock_run
 from tinygpt.train.sampling import TextSampler
@@ -56,14 +57,10 @@ def train(cfg: DictConfig, run_dir: str | Path, run: RunConfig | None = None) ->
     # trainer.precision=auto per device, recorded as resolved; each speed switch on this device; TF32 and cuBLAS's
     # deterministic workspace set before any matmul of this run (tinygpt/train/device_settings.py)
     run, device = device_settings.prepare(run)
-    # progress: a bar on a terminal, one line every N steps in a log (tinygpt/train/console.py); checked first
-    progress = (
-        [progress_callback(run.progress.style, run.progress.every_n_steps)]
-        if run.trainer.get("enable_progress_bar", True)
-        else []
-    )
-    silence_third_party_tips()
     run_dir = Path(run_dir)
+    # the configured callbacks (conf/callbacks/), the trial's pruning, the kept checkpoints: built, so checked, first
+    callbacks = build_callbacks(run, run_dir)
+    silence_third_party_tips()
     if rank_zero_only.rank != 0:  # the other ranks of a DDP run: the same run, rank 0 holds its lock
         lock = contextlib.nullcontext()
     else:
@@ -77,6 +74,7 @@ def train(cfg: DictConfig, run_dir: str | Path, run: RunConfig | None = None) ->
             return read_record(run_dir) or {"status": "running elsewhere", "run_dir": str(run_dir)}
     with lock:
         previous = read_record(run_dir)
+        # run.json's config, as the user wrote it (the form of tinygpt/common/run_folder.py's config_record)
         written = {**OmegaConf.to_container(composed, resolve=True), "trainer": dict(run.trainer)}
         # score once: the held-out scoring step(s) and recipe, checked against what a resumed run registered
         registration = check_pre_registration(previous, pre_registration(written))
@@ -86,30 +84,12 @@ def train(cfg: DictConfig, run_dir: str | Path, run: RunConfig | None = None) ->
                 "skipping. Use resume=never to train it again."
             )
             return previous
-        ckpt_path = resume_path(run_dir, run.resume, run.ckpt_path)
-        if run.resume == "never" and checkpoints_dir(run_dir).exists() and not run.ckpt_path:
-            raise ConfigError(
-                f"resume=never: {checkpoints_dir(run_dir)} already holds checkpoints; pick another output folder "
-                "(hydra.run.dir=...) rather than overwrite them, or resume=auto to continue"
-            )
-
         datamodule = build_datamodule(run.data, run.model.context_length, run.seed)
         for line in device.lines + datamodule.summary_lines():
             say(line)
         module = build_module(run, datamodule.tokenizer, device.speed)
-        resume_step = 0
-        if ckpt_path:  # the checkpoint must fit this run before anything in the folder changes
-            checkpoint = read_checkpoint(ckpt_path)
-            check_resumable(
-                checkpoint,
-                ckpt_path,
-                module.model_config,
-                run.optim,
-                run.trainer["max_steps"],
-                module.tokenizer_json,
-            )
-            resume_step = int(checkpoint.get("global_step", 0))
-            del checkpoint
+        # the checkpoint it continues from, checked to fit the module, before anything in the folder changes
+        ckpt_path, resume_step = resume_point(run_dir, run, module)
         n_params = module.model.num_parameters()
         say(f"model: {n_params:,} parameters; run dir: {run_dir}")
 
@@ -129,7 +109,7 @@ def train(cfg: DictConfig, run_dir: str | Path, run: RunConfig | None = None) ->
         trainer = L.Trainer(
             **run.trainer,
             logger=loggers,
-            callbacks=build_callbacks(run, run_dir, datamodule.tokenizer, datamodule.has_dev, record) + progress,
+            callbacks=[*callbacks, record],
             default_root_dir=str(run_dir),
             max_epochs=-1,
             num_sanity_val_steps=0,
@@ -146,17 +126,16 @@ def train(cfg: DictConfig, run_dir: str | Path, run: RunConfig | None = None) ->
                 # last.ckpt's best score in step with the record
                 trainer.validate(module, datamodule=datamodule, verbose=False)
                 next(c for c in trainer.callbacks if isinstance(c, LastCheckpoint)).save(trainer)
+            sampler = next((c for c in trainer.callbacks if isinstance(c, TextSampler)), None)
+            speed = next((c for c in trainer.callbacks if isinstance(c, SpeedMonitor)), None)
             outcome = {
                 "status": "finished",
-                "sample": next(c for c in trainer.callbacks if isinstance(c, TextSampler)).last_sample,
-                "tokens_per_sec": next(c for c in trainer.callbacks if isinstance(c, SpeedMonitor)).tokens_per_sec,
+                "sample": sampler.last_sample if sampler else None,
+                "tokens_per_sec": speed.tokens_per_sec if speed else None,
             }
-            if run.trial is not None:
-                from tinygpt.train.pruning import TrialPruning  # a search's trial (tinygpt/train/callbacks.py)
-
-                pruning = next(c for c in trainer.callbacks if isinstance(c, TrialPruning))
-                if pruning.pruned:
-                    outcome.update(status="pruned", pruned=pruning.pruned)
+            pruning = next((c for c in trainer.callbacks if isinstance(c, TrialPruning)), None)
+            if pruning and pruning.pruned:  # a search's trial that its study's pruner stopped
+                outcome.update(status="pruned", pruned=pruning.pruned)
         except TrainingInterrupted as stop:
             outcome = {"status": "interrupted", "error": str(stop)}
             raise

@@ -12,14 +12,18 @@ from tinygpt.model import generate
 
 
 class TextSampler(L.Callback):
-    def __init__(self, tokenizer, prompt: str, max_new_tokens: int, temperature: float, top_k: int | None, seed: int):
-        self.tokenizer = tokenizer
+    def __init__(self, prompt: str, max_new_tokens: int, temperature: float, top_k: int | None, seed: int):
+        """The ``sample.*`` settings and the run's seed; the tokenizer is the data's, read in ``setup``."""
+        self.tokenizer = None
         self.prompt = prompt
         self.max_new_tokens = max_new_tokens
         self.temperature = temperature
         self.top_k = top_k
         self.seed = seed
         self.last_sample: str | None = None
+
+    def setup(self, trainer, pl_module, stage):
+        self.tokenizer = trainer.datamodule.tokenizer
 
     def sample(self, pl_module) -> str:
         model = pl_module.model

@@ -145,8 +145,8 @@ class RunConfig:
     typed by their groups' schemas, first in each group's defaults list: OmegaConf has no unions of structured
     configs, and a default here would be merged under every group choice (a corpus's required ``path: ???``
     would inherit the default corpus's). A dict in their place (a run.json's config) is read into the same
-    classes here. ``trainer`` and ``logger`` go to Lightning as written (``+trainer.<arg>=...`` adds any Trainer
-    argument)."""
+    classes here. ``trainer``, ``logger`` and ``callbacks`` go to Lightning as written (``+trainer.<arg>=...`` adds any
+    Trainer argument, ``+callbacks.<name>._target_=...`` any callback)."""
 
     name: str = "default"
     seed: int = 0
@@ -167,6 +167,7 @@ class RunConfig:
     optim: Any = None  # OptimConfig
     trainer: Any = None  # Lightning's Trainer arguments
     logger: Any = None  # Lightning loggers, by name, as hydra.utils.instantiate targets
+    callbacks: Any = None  # Lightning callbacks, by name, as hydra.utils.instantiate targets (conf/callbacks/)
 
     def __post_init__(self) -> None:
         require(

@@ -47,6 +47,7 @@ NOT_RECIPE = (
     "speed",
     "sample",
     "logger",
+    "callbacks",
     "score_once",
     "data.root",
     "trainer.devices",

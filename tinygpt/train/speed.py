@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable
 
 import lightning as L
 import torch
 from lightning.pytorch.utilities import rank_zero_warn
 
 from tinygpt.common.say import say
+from tinygpt.train.record import run_record
 
 MAX_SIDE = 2048  # the largest matmul side tried: a 2048^3 fp32 matmul is 17 GFLOP, about 0.1 s on 2 CPU cores
 MIN_SECONDS = 0.02  # grow the side until one matmul takes this long (about 0.15 s per run in all), so a slow
@@ -91,24 +91,19 @@ def compute_dtype(precision: str) -> torch.dtype:
 
 
 class SpeedMonitor(L.Callback):
-    def __init__(
-        self,
-        peak_flops: float | None,
-        precision: str = "32-true",
-        window: int = 20,
-        on_peak: Callable[[float, str], None] | None = None,
-    ):
-        """on_peak(flops, source): told the peak MFU divides by, once training starts (the run record keeps it)."""
+    def __init__(self, peak_flops: float | None, window: int = 20):
+        """peak_flops: ``speed.peak_flops``, None to measure it when training starts, in the Trainer's precision;
+        the peak that MFU divides by goes into the run record's provenance, when the run has a record."""
         self.flops_per_token = 0  # the model's, when training starts
-        self.on_peak = on_peak
-        self.peak_flops = peak_flops  # None: measured at the start of training
-        self.precision = precision
+        self.peak_flops = peak_flops
+        self.precision = "32-true"  # the Trainer's, when training starts
         self.window = window
         self._marks: deque[tuple[float, int]] = deque(maxlen=window + 1)
         self.tokens_per_sec = float("nan")
 
     def on_train_start(self, trainer, pl_module):
         self.flops_per_token = pl_module.model.flops_per_token()
+        self.precision = str(trainer.precision)
         source = "speed.peak_flops" if self.peak_flops is not None else "measured"
         if self.peak_flops is None:
             dtype = compute_dtype(self.precision)
@@ -131,8 +126,9 @@ class SpeedMonitor(L.Callback):
                 warning = slow_half_precision(self.precision, self.peak_flops, fp32_peak)
                 if warning:
                     rank_zero_warn(warning)
-        if self.on_peak is not None:
-            self.on_peak(self.peak_flops, source)
+        record = run_record(trainer)
+        if record is not None:
+            record.note_peak(self.peak_flops, source)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         tokens = batch[0].numel() * trainer.world_size
