@@ -67,9 +67,7 @@ def typed(cls: type[T], values: Any, prefix: str = "", error: type[Exception] = 
     ``prefix.key``; ``cls``'s own checks raise what they raise."""
     if isinstance(values, cls):
         return values
-    if isinstance(values, DictConfig) and OmegaConf.get_type(values) is not cls:
-        values = OmegaConf.to_container(values, resolve=True)
-    if isinstance(values, DictConfig):
+    if isinstance(values, DictConfig) and OmegaConf.get_type(values) is cls:
         for key, schema in forced_keys(values):
             where = full_key(prefix, key)
             allowed = ", ".join(f.name for f in fields(schema))

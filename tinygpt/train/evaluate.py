@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from omegaconf import OmegaConf
-
 from tinygpt.common.errors import ConfigError, PathError
 from tinygpt.common.run_folder import checkpoint_files, checkpoints_dir, read_record, record_path
+from tinygpt.common.typed import typed
 from tinygpt.data import TextDataModule
+from tinygpt.data.config import DataConfig
+from tinygpt.data.errors import DataError
 from tinygpt.data.sources import NAMED_CORPORA
 from tinygpt.metrics import score
 from tinygpt.train.checkpoints import load_model
@@ -48,17 +49,20 @@ def evaluate(
             f"{record_path(run_dir)} not found: evaluate needs the run's record to rebuild its data splits, so the "
             "checkpoint must sit in its run's checkpoints/ folder (or give run_dir=<its run folder>)"
         )
-    cfg = OmegaConf.create(record["config"])
+    config = record["config"]
+    data = dict(config["data"])
     found = ((record.get("data") or {}).get("corpus") or {}).get("location")
-    relative = not Path(cfg.data.path).expanduser().is_absolute()
-    if found and relative and cfg.data.name not in NAMED_CORPORA and Path(found).exists():
+    relative = not Path(str(data.get("path"))).expanduser().is_absolute()
+    if found and relative and data.get("name") not in NAMED_CORPORA and Path(found).exists():
         # where the run found its own corpus: a relative data.path may have meant the folder it was started in
-        cfg.data.path = found
+        data["path"] = found
+    data = typed(DataConfig, data, "data", DataError)  # run.json's data, as the run's parse read it
+    seed = config["seed"]
     if split == "dev":
-        return _score(run_dir, cfg, checkpoints, split, device)
+        return _score(run_dir, data, seed, checkpoints, split, device)
     # every check before anything is scored or written, under the run folder's lock (refused while training)
     with held_out_scoring(run_dir, checkpoints, force, reason) as plans:
-        rows = _score(run_dir, cfg, [Path(plan["checkpoint"]) for plan in plans], split, device)
+        rows = _score(run_dir, data, seed, [Path(plan["checkpoint"]) for plan in plans], split, device)
         for row, plan in zip(rows, plans, strict=True):
             record_scoring(
                 run_dir,
@@ -73,13 +77,13 @@ def evaluate(
     return rows
 
 
-def _score(run_dir: Path, cfg, checkpoints: list[Path], split: str, device: str) -> list[dict]:
+def _score(run_dir: Path, data: DataConfig, seed: int, checkpoints: list[Path], split: str, device: str) -> list[dict]:
     rows, datamodule = [], None
     for path in checkpoints:
         model, tokenizer, checkpoint = load_model(path)
         if datamodule is None:
             datamodule = TextDataModule(
-                cfg.data, context_length=model.config.context_length, seed=cfg.seed, tokenizer=tokenizer
+                data, context_length=model.config.context_length, seed=seed, tokenizer=tokenizer
             )
             datamodule.setup("validate")
             loader = datamodule.val_dataloader() if split == "dev" else datamodule.test_dataloader()
