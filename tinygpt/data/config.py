@@ -22,7 +22,7 @@ from tinygpt.data.errors import DataError
 from tinygpt.data.tokenizers import TokenizerConfig
 
 NAMED_FRACTIONS = {"quarter": 0.25, "half": 0.5, "full": 1.0}
-CORPUS_KINDS = ("file", "dir")
+CORPUS_KINDS = ("file", "dir", "records")
 DEV_MODES = ("tail", "documents", "none")
 SPLIT_UNITS = ("chars", "tokens")
 
@@ -56,9 +56,9 @@ class DataConfig:
     shares, so conf/data/<corpus>.yaml leaves them out. It sets the rest (name, corpus, path, glob, dev, dev_k),
     whose defaults are the Time Machine's, the default corpus, for Python callers that pass a partial dict."""
 
-    name: str = "timemachine"  # a corpus in tinygpt/data/sources.py's NAMED_CORPORA, or textfile | textdir
+    name: str = "timemachine"  # a corpus in tinygpt/data/sources.py's NAMED_CORPORA, or textfile | textdir | jsonl ...
     root: str | None = None  # the data root; null: $TINYGPT_DATA, else ~/.cache/tinygpt
-    corpus: str = "file"  # file | dir
+    corpus: str = "file"  # file | dir | records
     path: str = "timemachine/timemachine.txt"  # the file or directory, relative to the data root or absolute
     glob: str | None = None  # dir corpora: the documents
     # Held-out test: a file corpus holds out its last test_fraction; a directory corpus the listed
@@ -75,6 +75,12 @@ class DataConfig:
     eval_batch_size: int = 32
     fraction: float | int | str = 1.0  # a number in (0, 1] or quarter | half | full; a float once constructed
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    # records corpora (data=jsonl | parquet | hf: tinygpt/data/records.py): each record's text one document, its
+    # split a seeded hash of its id (test_fraction, then dev_fraction, of the records)
+    text_field: str = "text"  # the field (column) holding a record's text
+    id_field: str | None = None  # the field naming a record; null: its place in the source
+    dataset_split: str = "train"  # data=hf: the dataset's split to read
+    dataset_config: str | None = None  # data=hf: the dataset's configuration (its "name" in load_dataset)
 
     def __post_init__(self) -> None:
         self.fraction = parse_fraction(self.fraction)  # a float from here on
@@ -107,9 +113,25 @@ class DataConfig:
                 )
             if self.test_documents:
                 raise DataError("data.test_documents applies to directory corpora only; use data.test_fraction")
-        else:
+        elif self.corpus == "dir":
             if not self.glob:
                 raise DataError('data.glob is required for a directory corpus, e.g. data.glob="*.txt"')
+        else:
+            if self.dev == "documents" or self.test_documents:
+                raise DataError(
+                    f"data={self.name} splits its records by a seeded hash of their ids: set the shares with "
+                    "data.test_fraction and data.dev_fraction (data.dev=documents and data.test_documents are for "
+                    "folder corpora)"
+                )
+            if self.split_unit == "tokens":
+                raise DataError(f"data={self.name} splits by records: data.split_unit=tokens is not allowed")
+        if self.corpus != "records":
+            for name in RECORD_FIELDS:
+                if getattr(self, name) != RECORD_DEFAULTS[name]:
+                    raise DataError(
+                        f"data.{name}={getattr(self, name)!r} applies to records corpora only (data=jsonl, "
+                        f"parquet or hf), not data={self.name}"
+                    )
         if self.split_unit == "tokens" and self.tokenizer.needs_fitting:
             raise DataError(
                 f"data.split_unit=tokens needs a tokenizer fixed in advance (bytes or gpt2): the "
@@ -142,6 +164,10 @@ def _check_int(field_name: str, value: int, *, minimum: int) -> None:
     require(value >= minimum, field_name, value, f"an integer >= {minimum}", DataError)
 
 
+# the records corpora's own settings (tinygpt/data/records.py), and their defaults
+RECORD_FIELDS = ("text_field", "id_field", "dataset_split", "dataset_config")
+RECORD_DEFAULTS = {f.name: f.default for f in fields(DataConfig) if f.name in RECORD_FIELDS}
+
 # where the files are read from, and how a model batches and tokenizes the text: not what the text is
 NOT_TEXT = ("root", "batch_size", "eval_batch_size", "tokenizer")
 
@@ -150,4 +176,8 @@ def text_settings(config: DataConfig) -> dict[str, Any]:
     """The settings (``data.<field>``) that decide the characters of each split: two configs that agree on them give
     a character-level baseline (compressors, Kneser-Ney: tinygpt/baselines) the same texts, whatever the model's
     tokenizer, batch size or data root. The one rule for "the same text" (the baselines' cache, the report)."""
-    return {f"data.{f.name}": getattr(config, f.name) for f in fields(config) if f.name not in NOT_TEXT}
+    return {
+        f"data.{f.name}": getattr(config, f.name)
+        for f in fields(config)
+        if f.name not in NOT_TEXT and (config.corpus == "records" or f.name not in RECORD_FIELDS)
+    }

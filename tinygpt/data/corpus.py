@@ -7,7 +7,8 @@ current folder when it exists there (the README's ``data.path=my.txt``), else un
 
 A file corpus is one document. A directory corpus is the files matching `data.glob`, each one document, always
 in sorted name order, so the concatenated text and every seeded choice of documents are the same on every
-machine whatever order the file system lists them in.
+machine whatever order the file system lists them in. A records corpus (JSONL, Parquet, a dataset) is split as it
+is read, record by record, into three files, one per split (tinygpt/data/records.py): its documents are those.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from tinygpt.data.documents import Document
 from tinygpt.data.download import ensure_files, sha256_of
 from tinygpt.data.errors import DataError
 from tinygpt.data.prepared import scan_documents
+from tinygpt.data.records import SPLITS, record_store
 from tinygpt.data.root import DataRoot
 from tinygpt.data.sources import GENERIC_CORPORA, NAMED_CORPORA, NamedCorpus
 
@@ -59,7 +61,13 @@ def open_corpus(config: DataConfig, root: DataRoot) -> Corpus:
     if at_registered_place:
         # Fetch what is missing, and check the sha256 of every file of the corpus.
         ensure_files(root, named.files, f"the {named.name} corpus")
-    documents = _file_documents(location, config) if config.corpus == "file" else _dir_documents(location, config)
+    if config.corpus == "records":  # one document per split, written once from the records (tinygpt/data/records.py)
+        store = record_store(location, config)
+        documents = scan_documents([(f"{split}.txt", store / f"{split}.txt") for split in SPLITS])
+    elif config.corpus == "file":
+        documents = _file_documents(location, config)
+    else:
+        documents = _dir_documents(location, config)
     if named is not None:
         _check_against_published(named, documents, hash_files=not at_registered_place)
     corpus = Corpus(config.name, config.corpus, location, tuple(documents), named is not None, found_in)
@@ -83,7 +91,8 @@ def _named_corpus(config: DataConfig) -> NamedCorpus | None:
         return None
     known = sorted(NAMED_CORPORA) + sorted(GENERIC_CORPORA)
     raise DataError(
-        f"data.name={config.name!r}: unknown corpus; choose one of {known} (textfile and textdir read your own text)"
+        f"data.name={config.name!r}: unknown corpus; choose one of {known} (textfile, textdir, jsonl, parquet and hf "
+        "read your own text)"
     )
 
 

@@ -31,6 +31,7 @@ from tinygpt.data.documents import Piece, read_chunks, read_piece, total_bytes, 
 from tinygpt.data.encoded import EncodedText, encode_segments
 from tinygpt.data.errors import DataError
 from tinygpt.data.prepared import Encoded, PreparedSplits, TrainTokens, file_identity, prepare
+from tinygpt.data.records import store_counts
 from tinygpt.data.root import DataRoot, resolve_data_root
 from tinygpt.data.splits import SplitPlan, cut_by_tokens, plan_splits
 from tinygpt.data.tokenizers import Tokenizer, build_tokenizer
@@ -330,6 +331,7 @@ class TextDataModule(L.LightningDataModule):
                 "fraction": config.fraction,
             },
             "train_fraction": config.fraction,
+            **({"records": store_counts(p.corpus.documents[0].path.parent)} if p.corpus.kind == "records" else {}),
             "held_out_documents": list(p.plan.test_documents),
             "dev_documents": list(p.plan.dev_documents),
             "splits": splits,
@@ -358,11 +360,11 @@ class TextDataModule(L.LightningDataModule):
                 continue
             tokens = "not read until test scoring" if split["tokens"] is None else f"{split['tokens']:,} tokens"
             docs = split["documents"]
-            shown = "" if corpus["kind"] == "file" or name == "train" else f"; documents {', '.join(docs)}"
-            lines.append(
-                f"  {name:5s}: {split['chars']:,} chars, {split['bytes']:,} bytes, {tokens}, "
-                f"{len(docs)} document(s){shown}"
+            shown = "" if corpus["kind"] != "dir" or name == "train" else f"; documents {', '.join(docs)}"
+            count = (
+                f"{d['records']['splits'][name]['records']:,} records" if "records" in d else f"{len(docs)} document(s)"
             )
+            lines.append(f"  {name:5s}: {split['chars']:,} chars, {split['bytes']:,} bytes, {tokens}, {count}{shown}")
         if config.tokenizer.name == "char" and splits["dev"] is not None:
             lines.append(f"  dev characters unseen in train (id 0): {d['unseen_dev_chars']:,}")
         dev = splits["dev"]
@@ -380,6 +382,12 @@ def _split_summary(documents, chars: int, n_bytes: int, tokens: int | None) -> d
 
 
 def _describe_split_rules(config: DataConfig) -> str:
+    if config.corpus == "records":
+        dev = f"dev = the next {config.dev_fraction:.0%}" if config.dev != "none" else "no dev split"
+        return (
+            f"records by a hash of their ids (split_seed={config.split_seed}): test = {config.test_fraction:.0%} of "
+            f"them; {dev}; train = the rest (the first {config.fraction:.0%} of its characters)"
+        )
     if config.corpus == "file":
         test = f"test = last {config.test_fraction:.0%} of the characters" if config.test_fraction else "no test"
     elif config.test_documents:

@@ -6,6 +6,8 @@
   `documents` = a seeded choice of `dev_k` whole documents of the rest (the better split 003 recommends),
   or `none`.
 - train: the first `fraction` of fit_full (003's data-fraction runs); dev and test do not change with it.
+- a records corpus (JSONL, Parquet, a dataset) was split record by record by a seeded hash of each record's id,
+  as it was read (tinygpt/data/records.py): its three files are test, dev and fit_full.
 
 With split_unit=chars all cuts are at character positions and are planned here, before anything is read.
 With split_unit=tokens (fixed tokenizers only, 000's setup) the test split is still cut here, by characters,
@@ -48,6 +50,8 @@ class SplitPlan:
 
 def plan_splits(corpus: Corpus, config: DataConfig) -> SplitPlan:
     documents = [whole(d) for d in corpus.documents]
+    if corpus.kind == "records":
+        return _records_plan(documents, config)
     if corpus.kind == "file":
         rest, test = split_pieces(documents, int(total_chars(documents) * (1 - config.test_fraction)))
         test_documents: tuple[str, ...] = ()
@@ -80,6 +84,27 @@ def plan_splits(corpus: Corpus, config: DataConfig) -> SplitPlan:
         dev_documents=dev_documents,
         cut_dev_by_tokens=by_tokens and config.dev == "tail",
         cut_train_by_tokens=by_tokens,
+    )
+
+
+def _records_plan(documents: list[Piece], config: DataConfig) -> SplitPlan:
+    """A records corpus's documents are its splits already (train.txt, dev.txt, test.txt, in that order: each
+    record went to one by the hash of its id, tinygpt/data/records.py); train is the first ``fraction`` of
+    train.txt."""
+    train_file, dev_file, test_file = documents
+    dev = (dev_file,) if dev_file.chars else ()
+    test = (test_file,) if test_file.chars else ()
+    train = split_pieces([train_file], int(train_file.chars * config.fraction))[0]
+    return SplitPlan(
+        test=test,
+        rest=(train_file, *dev),
+        fit_full=(train_file,),
+        dev=dev,
+        train=tuple(train),
+        test_documents=(),
+        dev_documents=(),
+        cut_dev_by_tokens=False,
+        cut_train_by_tokens=False,
     )
 
 

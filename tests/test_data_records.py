@@ -1,0 +1,152 @@
+"""Records corpora (tinygpt/data/records.py): JSONL, Parquet and a datasets dataset, split by a seeded hash of
+each record's id, written once into three files that the rest of the data path reads as files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import TINY_RUN, compose_train
+
+from tinygpt.data.config import DataConfig
+from tinygpt.data.errors import DataError
+from tinygpt.data.records import record_store, split_of
+from tinygpt.train.run import train
+
+
+def stories(n: int, start: int = 0) -> list[dict]:
+    """n records with ids s<i>, each text its own: a few words, one of them empty."""
+    words = "the time traveller morlocks eloi sphinx night light green white".split()
+    text = [f"story {i}: " + " ".join(words[(i * k) % len(words)] for k in range(9)) for i in range(start, start + n)]
+    return [{"id": f"s{i}", "text": "" if i == 7 else t} for i, t in enumerate(text, start=start)]
+
+
+def write_jsonl(path: Path, records: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def config(**values) -> DataConfig:
+    return DataConfig(corpus="records", **{"name": "jsonl", "id_field": "id", **values})
+
+
+@pytest.fixture
+def prepared(tmp_path, monkeypatch) -> Path:
+    folder = tmp_path / "prepared"
+    monkeypatch.setenv("TINYGPT_PREPARED", str(folder))
+    return folder
+
+
+def split_texts(store: Path) -> dict[str, list[str]]:
+    return {split: (store / f"{split}.txt").read_text().splitlines() for split in ("train", "dev", "test")}
+
+
+def test_each_record_goes_where_the_hash_of_its_id_says_and_no_held_out_record_reaches_train_or_dev(tmp_path, prepared):
+    records = stories(2000)
+    path = write_jsonl(tmp_path / "s.jsonl", records)
+    store = record_store(path, config(path=str(path), test_fraction=0.1, dev_fraction=0.05, split_seed=3))
+    texts = split_texts(store)
+    expected = {"train": [], "dev": [], "test": []}
+    for record in records:
+        if record["text"]:
+            expected[split_of(record["id"], 3, 0.1, 0.05)].append(record["text"])
+    assert texts == expected  # in source order, one line a record, the empty one skipped
+    assert 150 < len(texts["test"]) < 250 and 60 < len(texts["dev"]) < 140  # the shares scale with the corpus
+    assert set(texts["test"]).isdisjoint(set(texts["train"]) | set(texts["dev"]))
+    manifest = json.loads((store / "records.json").read_text())
+    assert manifest["empty_records"] == 1 and sum(s["records"] for s in manifest["splits"].values()) == 1999
+
+
+def test_a_record_keeps_its_split_as_records_are_added_and_another_seed_moves_them(tmp_path, prepared):
+    small = write_jsonl(tmp_path / "small.jsonl", stories(300))
+    grown = write_jsonl(tmp_path / "grown.jsonl", stories(300) + stories(300, start=300))
+    before = split_texts(record_store(small, config(path=str(small))))
+    after = split_texts(record_store(grown, config(path=str(grown))))
+    for split in before:
+        assert after[split][: len(before[split])] == before[split]
+    other = split_texts(record_store(small, config(path=str(small), split_seed=1)))
+    assert other["test"] != before["test"]
+
+
+def test_without_an_id_field_a_record_is_named_by_its_file_and_line(tmp_path, prepared):
+    path = write_jsonl(tmp_path / "s.jsonl", stories(200))
+    texts = split_texts(record_store(path, config(path=str(path), id_field=None)))
+    lines = [r["text"] for r in stories(200)]
+    assert texts["test"] == [t for n, t in enumerate(lines, 1) if t and split_of(f"s.jsonl:{n}", 0, 0.1, 0.1) == "test"]
+
+
+def test_jsonl_parquet_and_a_datasets_dataset_of_the_same_records_give_the_same_splits(tmp_path, prepared, monkeypatch):
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf_cache"))  # read when datasets is first imported
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    datasets = pytest.importorskip("datasets")
+    records = stories(500)
+    jsonl = write_jsonl(tmp_path / "s.jsonl", records)
+    parquet = tmp_path / "parquet"
+    parquet.mkdir()
+    table = pa.Table.from_pylist(records)
+    pq.write_table(table.slice(0, 250), parquet / "part-0.parquet")
+    pq.write_table(table.slice(250), parquet / "part-1.parquet")
+    saved = tmp_path / "dataset"
+    datasets.Dataset.from_list(records).save_to_disk(str(saved))
+    stores = [
+        record_store(jsonl, config(path=str(jsonl))),
+        record_store(parquet, config(name="parquet", path=str(parquet))),
+        record_store(saved, config(name="hf", path=str(saved))),  # written by save_to_disk
+        record_store(parquet, config(name="hf", path=str(parquet))),  # a folder of data files: load_dataset's
+    ]
+    contents = [{split: (s / f"{split}.txt").read_bytes() for split in ("train", "dev", "test")} for s in stores]
+    assert all(c == contents[0] for c in contents) and contents[0]["test"]
+    assert len({s.name for s in stores}) == 4  # each source its own store
+
+
+def test_a_jsonl_corpus_trains_and_its_held_out_split_is_read_only_when_scored(tmp_path, prepared):
+    path = write_jsonl(tmp_path / "s.jsonl", stories(600))
+    record = train(compose_train([*TINY_RUN, "data=jsonl", f"data.path={path}", "data.id_field=id"]), tmp_path / "run")
+    assert record["status"] == "finished" and record["best"]["dev_bits_per_byte"] > 0
+    data = record["data"]
+    assert data["corpus"]["kind"] == "records" and data["splits"]["test"]["tokens"] is None
+    counts = data["records"]["splits"]
+    assert sum(v["records"] for v in counts.values()) == 599 and counts["test"]["records"] > 30
+    for split in ("train", "dev", "test"):  # each split is its records' text, a newline after each
+        assert data["splits"][split]["bytes"] == counts[split]["bytes"]
+    texts = {r["text"] + "\n" for r in stories(600) if r["text"] and split_of(r["id"], 0, 0.1, 0.1) == "dev"}
+    assert data["splits"]["dev"]["bytes"] == sum(len(t.encode()) for t in texts)
+
+
+@pytest.mark.parametrize(
+    ("lines", "values", "message"),
+    [
+        (['{"body": "a"}'], {}, r"s\.jsonl:1: no field 'text' \(data\.text_field\); the record has \['body'\]$"),
+        (['{"text": "a"}', "{not json"], {}, r"s\.jsonl:2: not a JSON record"),
+        (['{"text": 3}'], {}, r"s\.jsonl:1: field 'text' is a int, not text$"),
+        (['{"text": "a"}'], {"id_field": "key"}, r"s\.jsonl:1: no field 'key' \(data\.id_field\)"),
+        (['{"text": ""}'], {}, r"no record with text went to the train split \(1 empty\)$"),
+    ],
+)
+def test_a_bad_record_is_refused_in_one_line_naming_it_and_leaves_no_store(tmp_path, prepared, lines, values, message):
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataError, match=message):
+        record_store(path, config(path=str(path), **{"id_field": None, **values}))
+    assert not (prepared / "records").exists() or not any(
+        (f / "records.json").exists() for f in (prepared / "records").iterdir()
+    )
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"dev": "documents"}, r"^data=jsonl splits its records by a seeded hash of their ids"),
+        ({"split_unit": "tokens", "tokenizer": {"name": "bytes"}}, r"^data=jsonl splits by records"),
+    ],
+)
+def test_folder_rules_are_refused_for_records(values, message):
+    with pytest.raises(DataError, match=message):
+        DataConfig(name="jsonl", corpus="records", path="s.jsonl", **values)
+
+
+def test_a_records_setting_on_another_corpus_is_refused_not_ignored():
+    with pytest.raises(DataError, match=r"^data\.text_field='body' applies to records corpora only"):
+        DataConfig(name="textfile", corpus="file", path="a.txt", text_field="body")
