@@ -142,3 +142,66 @@ def test_wrong_kind_of_given_tokenizer_is_refused(tmp_path):
 def test_gpt2_hello_world():
     assert gpt2().encode("Hello world") == [15496, 995]
     assert gpt2().vocab_size == 50257
+
+
+def _bpe_folder(tmp_path: Path, fit_bytes: int | None, split_seed: int = 0) -> tuple[str, list[str]]:
+    """(the fitted tokenizer's JSON, the train documents' texts) of a 40-document folder corpus under bpe."""
+    import numpy as np
+
+    from tinygpt.data import build_datamodule
+    from tinygpt.data.config import DataConfig
+    from tinygpt.data.tokenizers import TokenizerConfig
+
+    folder = tmp_path / "docs"
+    if not folder.exists():
+        folder.mkdir()
+        rng = np.random.default_rng(0)
+        words = ["".join(rng.choice(list("abcdefghij"), size=rng.integers(2, 7))) for _ in range(300)]
+        for i in range(40):
+            (folder / f"d{i:02d}.txt").write_text(" ".join(rng.choice(words, size=300)) + "\n")
+    tokenizer = TokenizerConfig(name="bpe", vocab_size=400, fit_bytes=fit_bytes)
+    config = DataConfig(
+        name="textdir",
+        corpus="dir",
+        path=str(folder),
+        glob="*.txt",
+        dev="none",
+        test_k=2,
+        split_seed=split_seed,
+        tokenizer=tokenizer,
+    )
+    dm = build_datamodule(config, context_length=16, seed=0)
+    dm.setup("fit")
+    train = [piece.path.read_text() for piece in dm.prepared.plan.train]
+    return dm.tokenizer.to_json(), train
+
+
+def test_bpe_is_fitted_on_a_seeded_sample_of_a_train_split_larger_than_fit_bytes(tmp_path):
+    """data.tokenizer.fit_bytes: each chunk (here a document) kept with probability fit_bytes / the split's bytes,
+    drawn from data.split_seed's stream 2; a split no larger than fit_bytes (the default's case for every corpus
+    tinygpt's results come from) is fitted whole, as before."""
+    import numpy as np
+
+    whole, train = _bpe_folder(tmp_path, None)
+    assert _bpe_folder(tmp_path, 0)[0] == whole == train_bpe(train, 400).to_json()
+    split_bytes = sum(len(t.encode()) for t in train)
+    sampled, _ = _bpe_folder(tmp_path, split_bytes // 4)
+    rng = np.random.default_rng(np.random.SeedSequence([0, 2]))
+    kept = [t for t in train if rng.random() < (split_bytes // 4) / split_bytes]
+    assert 4 < len(kept) < 16 and sampled == train_bpe(kept, 400).to_json() != whole
+    assert _bpe_folder(tmp_path, split_bytes // 4)[0] == sampled  # the same on every run
+
+
+@pytest.mark.parametrize(
+    ("tokenizer", "message"),
+    [
+        ({"name": "char", "fit_bytes": 1000}, r"^data\.tokenizer\.fit_bytes=1000: only bpe is fitted on a sample"),
+        ({"name": "bpe", "fit_bytes": -1}, r"^data\.tokenizer\.fit_bytes=-1: the bytes of the train split"),
+    ],
+)
+def test_fit_bytes_is_refused_where_it_would_be_ignored_or_is_negative(tokenizer, message):
+    from tinygpt.data.errors import DataError
+    from tinygpt.data.tokenizers import TokenizerConfig
+
+    with pytest.raises(DataError, match=message):
+        TokenizerConfig(**tokenizer)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
+import numpy as np
 import torch
 from torch.utils.data import DataLoader, Subset
 
@@ -59,6 +60,8 @@ def _read(pieces: tuple[Piece, ...]) -> list[tuple[str, str]]:
 
 # a tail dev split larger than this is worth a line at start: scoring it at every check can outweigh training
 LARGE_DEV_TOKENS = 500_000
+
+_FIT_SAMPLE_STREAM = 2  # the seed stream of bpe's fit sample (splits.py's test and dev use 0 and 1)
 
 
 def build_datamodule(config: DataConfig, context_length: int, seed: int) -> TextDataModule:
@@ -338,6 +341,11 @@ class TextDataModule(L.LightningDataModule):
             "unseen_dev_chars": p.unseen_dev_chars,
         }
 
+    def _fitted_on(self, splits: dict) -> str:
+        """What the tokenizer was fitted on, for the run's first lines (a checkpoint's given one: fixed)."""
+        fit_bytes = self.config.tokenizer.fit_bytes if self._given_tokenizer is None else None
+        return _fitted_on_line(self.tokenizer, fit_bytes, splits["train"]["bytes"])
+
     def summary_lines(self) -> list[str]:
         """Human-readable lines for the run to print at start."""
         d, config = self.describe(), self.config
@@ -347,8 +355,7 @@ class TextDataModule(L.LightningDataModule):
             f"data: {corpus['name']} ({corpus['kind']} {corpus['location']}, from {corpus['found_in']}, "
             f"{corpus['documents']:,} document(s), "
             f"{corpus['chars']:,} chars, {corpus['bytes']:,} bytes, {checked})",
-            f"tokenizer: {d['tokenizer']['name']}, vocabulary {d['vocab_size']:,}"
-            + (" (fitted on the train split only)" if self.tokenizer.needs_fitting else " (fixed)"),
+            f"tokenizer: {d['tokenizer']['name']}, vocabulary {d['vocab_size']:,}" + self._fitted_on(splits),
             "splits: " + _describe_split_rules(config),
         ]
         how = "encoded now, kept for later runs" if self.prepared.written else "mapped, encoded by an earlier run"
@@ -375,6 +382,17 @@ class TextDataModule(L.LightningDataModule):
                 "data.dev_k=<how many>"
             )
         return lines
+
+
+def _fitted_on_line(tokenizer: Tokenizer, fit_bytes: int | None, train_bytes: int) -> str:
+    if not tokenizer.needs_fitting:
+        return " (fixed)"
+    if fit_bytes and train_bytes > fit_bytes:
+        return (
+            f" (fitted on a seeded sample of about {fit_bytes / 2**20:,.0f} MiB of the train split's "
+            f"{train_bytes / 2**20:,.0f} MiB: data.tokenizer.fit_bytes)"
+        )
+    return " (fitted on the train split only)"
 
 
 def _split_summary(documents, chars: int, n_bytes: int, tokens: int | None) -> dict[str, Any]:
@@ -430,14 +448,16 @@ def _description(config: DataConfig, corpus: Corpus, given: Tokenizer | None) ->
     """What decides the encoded splits (tinygpt/data/prepared.py's fingerprint): the corpus's files as they are on
     disk, the settings that decide each split's text and unit, and the tokenizer's config (or, for a tokenizer
     given from a checkpoint, the tokenizer itself)."""
+    tokenizer = {"name": config.tokenizer.name, "vocab_size": config.tokenizer.vocab_size}
+    fit_bytes = config.tokenizer.fit_bytes
+    if fit_bytes and corpus.bytes > fit_bytes:  # bpe's fit sample decides its merges (a smaller corpus: the whole)
+        tokenizer.update(fit_bytes=fit_bytes, sample_seed=config.split_seed)
     return {
         "files": file_identity([document.path for document in corpus.documents]),
         "documents": [document.name for document in corpus.documents],
         "text": text_settings(config),
         "split_unit": config.split_unit,
-        "tokenizer": {"name": config.tokenizer.name, "vocab_size": config.tokenizer.vocab_size}
-        if given is None
-        else {"given": hashlib.sha256(given.to_json().encode()).hexdigest()},
+        "tokenizer": tokenizer if given is None else {"given": hashlib.sha256(given.to_json().encode()).hexdigest()},
     }
 
 
@@ -453,7 +473,7 @@ def _encode(config: DataConfig, plan: SplitPlan, root: DataRoot, given: Tokenize
         return Encoded(tokenizer, [train], dev, extra)
     # the train split is read twice from disk, a chunk at a time (tinygpt/data/documents.py's read_chunks): once to
     # fit the tokenizer, once to encode it; memory holds one chunk and its encoding, whatever the corpus's size
-    tokenizer = given or build_tokenizer(config.tokenizer, (text for _, text in _chunks(plan.train)), root)
+    tokenizer = given or build_tokenizer(config.tokenizer, _fit_texts(plan.train, config), root)
     dev, unseen_dev = None, 0
     if plan.dev:
         dev_segments = _read(plan.dev)
@@ -474,6 +494,29 @@ def _chunks(pieces: tuple[Piece, ...]) -> Iterator[tuple[str, str]]:
     for piece in pieces:
         for text in read_chunks(piece):
             yield piece.document, text
+
+
+def _fit_texts(pieces: tuple[Piece, ...], config: DataConfig) -> Iterator[str]:
+    """What the tokenizer is fitted on: the train split, or for bpe with a split larger than
+    ``data.tokenizer.fit_bytes`` a seeded sample of its chunks (a document, or up to 32 MiB of a long one), each
+    kept with probability fit_bytes / the split's bytes by a generator seeded with ``data.split_seed``: about
+    fit_bytes in all, the same on every machine; the first chunk when the draw keeps none."""
+    fit_bytes = config.tokenizer.fit_bytes
+    split_bytes = total_bytes(pieces)
+    if not fit_bytes or split_bytes <= fit_bytes:
+        yield from (text for _, text in _chunks(pieces))
+        return
+    rng = np.random.default_rng(np.random.SeedSequence([config.split_seed, _FIT_SAMPLE_STREAM]))
+    first: str | None = None
+    kept = False
+    for index, (_, text) in enumerate(_chunks(pieces)):
+        if rng.random() < fit_bytes / split_bytes:
+            kept = True
+            yield text
+        elif index == 0:
+            first = text  # fitted on at the end if the draw keeps nothing (the trainer counts, order aside)
+    if not kept and first is not None:
+        yield first
 
 
 def _encoded_chunks(tokenizer: Tokenizer, pieces: tuple[Piece, ...], progress: Progress) -> Iterator[EncodedText]:

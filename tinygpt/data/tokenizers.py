@@ -29,6 +29,10 @@ if TYPE_CHECKING:
     from tinygpt.data.root import DataRoot
 
 DEFAULT_BPE_VOCAB = 2048  # data.tokenizer.vocab_size's default for bpe
+# data.tokenizer.fit_bytes's default for bpe: a larger train split is fitted on a seeded sample of this size. The
+# trainer's word counts grow with the text and its merges settle long before (GPT-2's were learned on a sample of
+# WebText); every corpus tinygpt's results come from is smaller, so they are fitted whole, as before.
+DEFAULT_BPE_FIT_BYTES = 256 * 2**20
 
 TOKENIZER_FILE = "tokenizer.json"
 Offsets = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # ids, token_bytes, token_chars: Long[N] each
@@ -318,6 +322,9 @@ class TokenizerConfig:
 
     name: str = "char"  # a name in tinygpt/data/tokenizers.py's TOKENIZERS
     vocab_size: int | None = None  # bpe only: the size to train to (null: 2048)
+    # bpe only: the train split's bytes it is fitted on; a larger split gives a seeded sample of its chunks
+    # (data.split_seed) of about this size (null: 256 MiB; 0: the whole split)
+    fit_bytes: int | None = None
 
     def __post_init__(self) -> None:
         if self.name not in TOKENIZERS:
@@ -325,11 +332,23 @@ class TokenizerConfig:
         if self.name == "bpe":
             if self.vocab_size is None:
                 self.vocab_size = DEFAULT_BPE_VOCAB
+            if self.fit_bytes is None:
+                self.fit_bytes = DEFAULT_BPE_FIT_BYTES
+            if self.fit_bytes < 0:
+                raise DataError(
+                    f"data.tokenizer.fit_bytes={self.fit_bytes!r}: the bytes of the train split BPE is fitted on, "
+                    "an integer >= 0 (0: the whole split)"
+                )
             if self.vocab_size < 257:
                 raise DataError(
                     f"data.tokenizer.vocab_size={self.vocab_size!r}: byte-level BPE starts from the 256 byte "
                     "values, so the vocabulary must be an integer of at least 257"
                 )
+        elif self.fit_bytes is not None:
+            raise DataError(
+                f"data.tokenizer.fit_bytes={self.fit_bytes!r}: only bpe is fitted on a sample; {self.name} "
+                + ("reads the whole train split" if self.name == "char" else "is fixed in advance")
+            )
         elif self.vocab_size is not None:
             raise DataError(
                 f"data.tokenizer.vocab_size={self.vocab_size!r}: only bpe takes a vocab_size; {self.name}'s is "
