@@ -69,6 +69,32 @@ def test_encoding_the_chunks_gives_the_whole_documents_tokens(document, tokenize
         assert torch.equal(torch.cat([getattr(p, field) for p in parts]), getattr(whole_encoding, field)), field
 
 
+@pytest.mark.parametrize("tokenizer", ["char", "bytes", "bpe", "gpt2"])
+def test_a_chunk_encoded_in_parts_on_all_cores_has_the_whole_chunks_ids(tokenizer, gpt2, monkeypatch):
+    """encode_train_chunk: the chunk cut where read_chunks cuts (split_text) and the parts encoded together (one
+    encode_batch across the cores for the Hugging Face tokenizers), concatenated: the ids of the chunk whole."""
+    from tinygpt.data import encoded as encoded_module
+    from tinygpt.data.documents import split_text
+    from tinygpt.data.encoded import encode_train_chunk
+
+    parts = split_text(TEXT, 40)
+    assert len(parts) > 20 and "".join(parts) == TEXT
+    assert all(p.endswith("\n") and not p[-2].isspace() for p in parts[:-1])
+    assert all(not p[0].isspace() for p in parts[1:])
+    assert split_text("a b c d e f", 2) == ["a b c d e f"]  # no safe newline: one part
+    if tokenizer == "gpt2":
+        tok = gpt2
+    elif tokenizer == "bpe":
+        tok = train_bpe([TEXT], vocab_size=400)
+    else:
+        tok = build_tokenizer(TokenizerConfig(name=tokenizer), [TEXT], resolve_data_root(None))
+    monkeypatch.setattr(encoded_module, "PART_CHARS", 40)
+    chunk = encode_train_chunk(tok, "long.txt", TEXT)
+    whole_encoding = encode_segments(tok, [("long.txt", TEXT)])
+    assert np.array_equal(chunk.ids, whole_encoding.ids.numpy())
+    assert (chunk.chars, chunk.bytes) == (whole_encoding.chars, whole_encoding.bytes)
+
+
 def test_a_tokenizer_fitted_on_the_chunks_is_the_one_fitted_on_the_whole(document):
     chunks = list(read_chunks(whole(document), chunk_bytes=64))
     assert CharTokenizer.fit(iter(chunks)).chars == CharTokenizer.fit(TEXT).chars

@@ -147,21 +147,21 @@ def test_a_damaged_folder_is_refused_in_one_line_naming_the_file(corpus, prepare
 
 
 def test_a_prepare_that_fails_midway_leaves_no_folder_and_the_next_run_finishes_it(corpus, prepared_dir, monkeypatch):
-    real = datamodule_module.encode_segments
+    real = datamodule_module.encode_train_chunk
     calls = []
 
-    def fail_on_the_third_piece(tokenizer, segments):
+    def fail_on_the_third_piece(tokenizer, document, text):
         calls.append(1)
         if len(calls) == 3:
             raise KeyboardInterrupt
-        return real(tokenizer, segments)
+        return real(tokenizer, document, text)
 
-    monkeypatch.setattr(datamodule_module, "encode_segments", fail_on_the_third_piece)
+    monkeypatch.setattr(datamodule_module, "encode_train_chunk", fail_on_the_third_piece)
     with pytest.raises(KeyboardInterrupt):
         module(corpus)
     # no prepared folder, not even the staging one (the corpus's scan is kept: it is complete)
     assert [p.name for p in prepared_dir.iterdir()] == ["scans"]
-    monkeypatch.setattr(datamodule_module, "encode_segments", real)
+    monkeypatch.setattr(datamodule_module, "encode_train_chunk", real)
     assert module(corpus).prepared.written
 
 
@@ -169,15 +169,15 @@ KILLED = """
 import os, sys, time
 from tinygpt.data import TextDataModule
 from tinygpt.data import datamodule
-real = datamodule.encode_segments
+real = datamodule.encode_train_chunk
 calls = []
-def slow(tokenizer, segments):
+def slow(tokenizer, document, text):
     calls.append(1)
-    if len(calls) == 4:  # the train split's second piece has been written: say so, and wait to be killed
+    if len(calls) == 3:  # the train split's second piece has been written: say so, and wait to be killed
         print("midway", flush=True)
         time.sleep(60)
-    return real(tokenizer, segments)
-datamodule.encode_segments = slow
+    return real(tokenizer, document, text)
+datamodule.encode_train_chunk = slow
 config = dict(name="textdir", corpus="dir", path=sys.argv[1], glob="*.txt", test_k=1, dev="documents", dev_k=1)
 TextDataModule(config, context_length=16, seed=0).setup()
 """

@@ -29,7 +29,7 @@ from tinygpt.data.batches import SAMPLER_VERSION, RandomWindows, TrainBatches
 from tinygpt.data.config import DataConfig, text_settings
 from tinygpt.data.corpus import Corpus, open_corpus
 from tinygpt.data.documents import Piece, read_chunks, read_piece, total_bytes, total_chars
-from tinygpt.data.encoded import EncodedText, encode_segments
+from tinygpt.data.encoded import EncodedText, TrainChunk, encode_segments, encode_train_chunk
 from tinygpt.data.errors import DataError
 from tinygpt.data.prepared import Encoded, PreparedSplits, TrainTokens, file_identity, prepare
 from tinygpt.data.records import store_counts
@@ -519,9 +519,9 @@ def _fit_texts(pieces: tuple[Piece, ...], config: DataConfig) -> Iterator[str]:
         yield first
 
 
-def _encoded_chunks(tokenizer: Tokenizer, pieces: tuple[Piece, ...], progress: Progress) -> Iterator[EncodedText]:
+def _encoded_chunks(tokenizer: Tokenizer, pieces: tuple[Piece, ...], progress: Progress) -> Iterator[TrainChunk]:
     done = 0
-    for segment in _chunks(pieces):
-        yield encode_segments(tokenizer, [segment])
-        done += len(segment[1])
+    for name, text in _chunks(pieces):
+        yield encode_train_chunk(tokenizer, name, text)
+        done += len(text)
         progress.update(done)

@@ -130,6 +130,24 @@ def read_chunks(piece: Piece, chunk_bytes: int = CHUNK_BYTES) -> Iterator[str]:
         raise DataError(f"{piece.path} changed on disk while tinygpt was using it; restart the run")
 
 
+def split_text(text: str, size: int) -> list[str]:
+    """``text`` in parts of about ``size`` characters, each but the last ending just after a newline with a
+    non-space character on each side: read_chunks's cut, so the parts encoded one by one (in parallel, by
+    tokenizers' ``encode_batch``) give exactly the tokens of the whole text. A stretch with no such newline stays
+    in one part."""
+    parts, start = [], 0
+    while len(text) - start > size:
+        at = text.find("\n", start + size)
+        while at != -1 and not (0 < at < len(text) - 1 and not text[at - 1].isspace() and not text[at + 1].isspace()):
+            at = text.find("\n", at + 1)
+        if at == -1:
+            break
+        parts.append(text[start : at + 1])
+        start = at + 1
+    parts.append(text[start:])
+    return parts
+
+
 def _last_safe_newline(data: bytes) -> int:
     """The offset just after the last newline of ``data`` with a non-space character on each side, or 0
     (read_chunks). Python's ``isspace`` holds for every Unicode White_Space character, the ``\\s`` of GPT-2's

@@ -10,8 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
+from tinygpt.data.documents import split_text
 from tinygpt.data.tokenizers import Tokenizer
 
 
@@ -60,3 +62,30 @@ def encode_segments(tokenizer: Tokenizer, segments: Sequence[tuple[str, str]]) -
     lengths = torch.tensor([part[0].numel() for part in encoded])
     token_doc = torch.repeat_interleave(torch.arange(len(segments)), lengths)
     return EncodedText(ids, token_bytes, token_chars, token_doc, names)
+
+
+@dataclass(frozen=True)
+class TrainChunk:
+    """A chunk of the train split as a prepared folder keeps it: its ids, and the characters and bytes it covers."""
+
+    ids: np.ndarray  # int64
+    chars: int
+    bytes: int
+    documents: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return int(self.ids.size)
+
+
+PART_CHARS = 1 << 20  # a chunk is encoded in parts of about this many characters, on all cores
+
+
+def encode_train_chunk(tokenizer: Tokenizer, document: str, text: str) -> TrainChunk:
+    """One chunk of the train split (read_chunks's) encoded: cut into parts at newlines that no pre-token crosses
+    (tinygpt/data/documents.py's ``split_text``) and encoded together, which for a Hugging Face tokenizer is one
+    ``encode_batch`` call that runs the parts on all cores in Rust; the ids are those of the chunk whole."""
+    parts = split_text(text, PART_CHARS)
+    ids = tokenizer.encode_ids_many(parts)
+    return TrainChunk(
+        np.concatenate(ids) if ids else np.zeros(0, np.int64), len(text), len(text.encode("utf-8")), (document,)
+    )

@@ -53,7 +53,7 @@ import torch
 
 from tinygpt.common.files import write_json_atomic
 from tinygpt.data.documents import Document, scan_document
-from tinygpt.data.encoded import EncodedText
+from tinygpt.data.encoded import EncodedText, TrainChunk
 from tinygpt.data.errors import DataError
 from tinygpt.data.root import default_cache_dir
 from tinygpt.data.tokenizers import Tokenizer, tokenizer_from_json
@@ -179,7 +179,7 @@ class Encoded:
     """What a prepared folder is written from (``prepare``'s ``make``): made only when the folder is missing."""
 
     tokenizer: Tokenizer
-    train: Iterable[EncodedText]  # the train split's pieces, encoded one at a time, in order
+    train: Iterable[EncodedText | TrainChunk]  # the train split's chunks, encoded one at a time, in order
     dev: EncodedText | None
     extra: dict  # what the run reports about the splits (counts of the fit text, unseen characters)
 

@@ -63,6 +63,10 @@ class Tokenizer(ABC):
     def encode_many_with_offsets(self, texts: Sequence[str]) -> list[Offsets]:
         return [self.encode_with_offsets(text) for text in texts]
 
+    def encode_ids_many(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """The ids of each text (int64), without the per-token counts: what a train split needs."""
+        return [self.encode_with_offsets(text)[0].numpy() for text in texts]
+
     def unseen_count(self, text: str) -> int:
         """Characters of text the vocabulary cannot represent (only char has any; byte-level ones none)."""
         return 0
@@ -134,6 +138,9 @@ class CharTokenizer(Tokenizer):
         token_bytes = torch.from_numpy(_utf8_lengths(codepoints))
         return ids, token_bytes, torch.ones_like(ids)
 
+    def encode_ids_many(self, texts: Sequence[str]) -> list[np.ndarray]:
+        return [self._ids(_codepoints(text).astype(np.int64)) for text in texts]
+
     def decode(self, ids: Sequence[int] | torch.Tensor) -> str:
         ids = _as_int_array(ids)
         if ids.size and (ids.min() < 0 or ids.max() >= self.vocab_size):
@@ -166,6 +173,9 @@ class BytesTokenizer(Tokenizer):
         values = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8).astype(np.int64)
         ids = torch.from_numpy(values)
         return ids, torch.ones_like(ids), torch.from_numpy(_is_char_start(values).astype(np.int64))
+
+    def encode_ids_many(self, texts: Sequence[str]) -> list[np.ndarray]:
+        return [np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8).astype(np.int64) for text in texts]
 
     def decode(self, ids: Sequence[int] | torch.Tensor) -> str:
         # A window can start or end inside a character; those partial characters decode as U+FFFD.
@@ -234,6 +244,9 @@ class ByteLevelBPETokenizer(Tokenizer):
     def encode_many_with_offsets(self, texts: Sequence[str]) -> list[Offsets]:
         # encode_batch runs on all cores in Rust: one call for all the documents of a split.
         return [self._offsets(e) for e in self.hf.encode_batch(list(texts), add_special_tokens=False)]
+
+    def encode_ids_many(self, texts: Sequence[str]) -> list[np.ndarray]:
+        return [np.asarray(e.ids, dtype=np.int64) for e in self.hf.encode_batch(list(texts), add_special_tokens=False)]
 
     def decode(self, ids: Sequence[int] | torch.Tensor) -> str:
         return self.hf.decode(_as_int_array(ids).tolist(), skip_special_tokens=False)
