@@ -85,7 +85,7 @@ def test_shakespeare_and_timemachine_are_single_files(config_dir):
     ("data", "message"),
     [
         ({"bacth_size": 8}, r"^data\.bacth_size: Key 'bacth_size' not in 'DataConfig'; allowed: name, root, corpus"),
-        ({"tokenizer": {"name": "bpe", "vocab": 512}}, r"^data\.tokenizer\.vocab: .*; allowed: name, vocab_size, fit_bytes$"),
+        ({"tokenizer": {"name": "bpe", "vocab": 512}}, r"^data\.tokenizer\.vocab: .*; allowed: name, vocab_size, fit_"),
         ({"batch_size": "eight"}, r"^data\.batch_size: .*could not be converted to Integer$"),
         ({"test_documents": "a.txt"}, r"^data\.test_documents: "),
     ],

@@ -4,6 +4,9 @@ each record's id, written once into three files that the rest of the data path r
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -150,3 +153,16 @@ def test_folder_rules_are_refused_for_records(values, message):
 def test_a_records_setting_on_another_corpus_is_refused_not_ignored():
     with pytest.raises(DataError, match=r"^data\.text_field='body' applies to records corpora only"):
         DataConfig(name="textfile", corpus="file", path="a.txt", text_field="body")
+
+
+def test_a_killed_passs_staging_folder_is_removed_by_the_next(tmp_path, prepared):
+    path = write_jsonl(tmp_path / "s.jsonl", stories(100))
+    settings = config(path=str(path))
+    store = record_store(path, settings)
+    shutil.rmtree(store)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    abandoned = store.parent / f".{store.name}.{int(dead.stdout)}.x1"  # a pass killed before its rename
+    abandoned.mkdir()
+    (abandoned / "train.txt").write_text("half")
+    assert record_store(path, settings) == store and not abandoned.exists()
+    assert sorted(p.name for p in store.parent.iterdir()) == [store.name]

@@ -40,7 +40,7 @@ from tinygpt.common.files import write_json_atomic
 from tinygpt.common.progress import Progress
 from tinygpt.data.config import DataConfig
 from tinygpt.data.errors import DataError
-from tinygpt.data.prepared import file_identity, fingerprint, prepared_root
+from tinygpt.data.prepared import file_identity, fingerprint, prepared_root, remove_abandoned
 
 SPLITS = ("train", "dev", "test")
 STORE_MANIFEST = "records.json"
@@ -227,7 +227,8 @@ def record_store(location: Path, config: DataConfig) -> Path:
     if (folder / STORE_MANIFEST).exists():
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    remove_abandoned(folder)  # a killed pass's staging folder (prepared folders' naming and rule)
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.{os.getpid()}.", dir=folder.parent))
     try:
         counts = {split: {"records": 0, "bytes": 0} for split in SPLITS}
         empty = 0
