@@ -112,11 +112,12 @@ def test_csv_logger_writes_metrics_beside_tensorboard(tiny_cfg, tmp_path):
     assert list((tmp_path / "tb").glob("events.out.tfevents.*"))
 
 
-def test_evaluate_finds_a_corpus_the_run_found_in_the_folder_it_started_in(small_corpus, tmp_path, monkeypatch):
+def test_evaluate_and_analyze_find_a_corpus_the_run_found_in_the_folder_it_started_in(small_corpus, tmp_path, monkeypatch):
     """data.path=salad.txt from the corpus's folder reads ./salad.txt; evaluate, run from elsewhere, reads the
     place the run recorded (run.json's data.corpus.location), not ./salad.txt there."""
     from conftest import TINY_RUN, compose_train
 
+    from tinygpt.analysis.run import analyze
     from tinygpt.train.evaluate import evaluate
     from tinygpt.train.run import train
 
@@ -127,3 +128,10 @@ def test_evaluate_finds_a_corpus_the_run_found_in_the_folder_it_started_in(small
     monkeypatch.chdir(tmp_path)
     [row] = [r for r in evaluate(str(tmp_path / "run")) if r["checkpoint"].endswith("last.ckpt")]
     assert row["bits_per_byte"] == pytest.approx(record["final"]["dev_bits_per_byte"], rel=1e-6)
+    # analyze reads the same place (tinygpt/data/corpus.py's recorded_data)
+    report = analyze(
+        tmp_path / "run", "dev", baselines=tmp_path / "none", samples=1, sample_chars=8, spans=(8,), echo=str
+    )
+    assert report["table"][f"GPT, {record['step']} steps"]["bits_per_byte"] == pytest.approx(
+        record["final"]["dev_bits_per_byte"], rel=1e-5
+    )

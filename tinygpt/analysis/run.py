@@ -29,6 +29,7 @@ from tinygpt.common.run_folder import (
     read_record,
 )
 from tinygpt.common.run_folder import record_path as run_record_path
+from tinygpt.data.corpus import recorded_data
 from tinygpt.data.errors import DataError
 from tinygpt.model import generate
 from tinygpt.train.checkpoints import load_model
@@ -58,7 +59,7 @@ def analyze(
         raise PathError(
             f"{run_record_path(run_dir)} not found: analyze needs the run's record to rebuild its data splits"
         )
-    data = record["config"]["data"]
+    data = recorded_data(record)  # a relative data.path: where the run found its corpus
     checkpoints = checkpoint_files(run_dir)
     if not checkpoints:
         raise PathError(f"no checkpoints under {checkpoints_dir(run_dir)}")

@@ -33,6 +33,7 @@ from tinygpt.common.run_folder import (
 )
 from tinygpt.common.typed import typed
 from tinygpt.data.config import DataConfig, text_settings
+from tinygpt.data.corpus import recorded_data
 from tinygpt.data.encoded import encode_segments
 from tinygpt.data.errors import DataError
 from tinygpt.metrics.costs import carried_state_bits
@@ -233,7 +234,7 @@ def _lstm_checkpoint(run_dir: str, data: Any) -> Path:
             f"lstm_run={run_dir} is a {record['config']['model'].get('family', 'gpt')} run, not model=lstm"
         )
     _, ours = plan_for(data)
-    _, theirs = plan_for(record["config"]["data"])
+    _, theirs = plan_for(recorded_data(record))  # a relative data.path: where the run found its corpus
     if (ours.train, ours.dev, ours.test) != (theirs.train, theirs.dev, theirs.test):
         raise DataError(
             f"lstm_run={run_dir} was trained on other splits (data={record['config']['data']['name']}"

@@ -147,3 +147,15 @@ def _check_against_published(named: NamedCorpus, documents: list[Document], *, h
                 f"{document.path}: sha256 {actual} does not match the published {named.name} corpus "
                 f"({expected[key]}); restore the file, or use data=textfile/textdir for your own text"
             )
+
+
+def recorded_data(record: dict) -> dict:
+    """The ``data`` settings a run recorded (run.json), for the programs that rebuild its splits (evaluate, analyze,
+    baselines' ``lstm_run=``): a relative ``data.path`` of one's own is replaced by where the run found its corpus
+    (``data.corpus.location``) when that still exists, since the run may have been started in another folder."""
+    data = dict(record["config"]["data"])
+    found = ((record.get("data") or {}).get("corpus") or {}).get("location")
+    relative = not Path(str(data.get("path"))).expanduser().is_absolute()
+    if found and relative and data.get("name") not in NAMED_CORPORA and Path(found).exists():
+        data["path"] = found
+    return data

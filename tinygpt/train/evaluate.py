@@ -14,8 +14,8 @@ from tinygpt.common.run_folder import checkpoint_files, checkpoints_dir, read_re
 from tinygpt.common.typed import typed
 from tinygpt.data import TextDataModule
 from tinygpt.data.config import DataConfig
+from tinygpt.data.corpus import recorded_data
 from tinygpt.data.errors import DataError
-from tinygpt.data.sources import NAMED_CORPORA
 from tinygpt.metrics import score
 from tinygpt.train.checkpoints import load_model
 from tinygpt.train.score_once import check_request, held_out_scoring, record_scoring
@@ -49,15 +49,8 @@ def evaluate(
             f"{record_path(run_dir)} not found: evaluate needs the run's record to rebuild its data splits, so the "
             "checkpoint must sit in its run's checkpoints/ folder (or give run_dir=<its run folder>)"
         )
-    config = record["config"]
-    data = dict(config["data"])
-    found = ((record.get("data") or {}).get("corpus") or {}).get("location")
-    relative = not Path(str(data.get("path"))).expanduser().is_absolute()
-    if found and relative and data.get("name") not in NAMED_CORPORA and Path(found).exists():
-        # where the run found its own corpus: a relative data.path may have meant the folder it was started in
-        data["path"] = found
-    data = typed(DataConfig, data, "data", DataError)  # run.json's data, as the run's parse read it
-    seed = config["seed"]
+    data = typed(DataConfig, recorded_data(record), "data", DataError)  # run.json's data, as the run read it
+    seed = record["config"]["seed"]
     if split == "dev":
         return _score(run_dir, data, seed, checkpoints, split, device)
     # every check before anything is scored or written, under the run folder's lock (refused while training)
