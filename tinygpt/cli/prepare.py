@@ -20,6 +20,7 @@ from tinygpt.common.typed import typed
 from tinygpt.data.config import DataConfig
 from tinygpt.data.datamodule import prepare_corpus
 from tinygpt.data.errors import DataError
+from tinygpt.data.records import store_counts
 
 register_configs()  # the typed schemas (tinygpt/cli/config.py), before Hydra composes
 
@@ -33,6 +34,11 @@ def main(cfg: DictConfig) -> None:
     manifest = splits.manifest
     how = "encoded now" if splits.written else "already prepared: mapped, nothing encoded"
     say(f"prepared: {splits.folder} ({how})")
+    if corpus.kind == "records":  # its documents are its three split files (tinygpt/data/records.py)
+        store = corpus.documents[0].path.parent
+        counts = store_counts(store)
+        each = ", ".join(f"{split} {n['records']:,}" for split, n in counts["splits"].items())
+        say(f"records: {each} (and {counts['empty_records']:,} empty, skipped), written once into {store}")
     say(f"corpus: {corpus.location}, {len(corpus.documents):,} document(s), {corpus.bytes:,} bytes")
     tokenizer = splits.tokenizer
     say(f"tokenizer: {tokenizer.name}, vocabulary {tokenizer.vocab_size:,}; ids stored as {manifest['ids_dtype']}")
