@@ -166,3 +166,14 @@ def test_a_killed_passs_staging_folder_is_removed_by_the_next(tmp_path, prepared
     (abandoned / "train.txt").write_text("half")
     assert record_store(path, settings) == store and not abandoned.exists()
     assert sorted(p.name for p in store.parent.iterdir()) == [store.name]
+
+
+def test_a_store_whose_file_changed_is_refused_in_one_line_naming_it(tmp_path, prepared):
+    path = write_jsonl(tmp_path / "s.jsonl", stories(100))
+    settings = config(path=str(path))
+    store = record_store(path, settings)
+    test = store / "test.txt"
+    size = test.stat().st_size
+    test.write_bytes(test.read_bytes()[:-3])
+    with pytest.raises(DataError, match=rf"^records file {test} holds {size - 3} bytes, its manifest says {size:,}; "):
+        record_store(path, settings)

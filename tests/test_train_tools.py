@@ -112,7 +112,7 @@ def test_csv_logger_writes_metrics_beside_tensorboard(tiny_cfg, tmp_path):
     assert list((tmp_path / "tb").glob("events.out.tfevents.*"))
 
 
-def test_evaluate_and_analyze_find_a_corpus_the_run_found_in_the_folder_it_started_in(small_corpus, tmp_path, monkeypatch):
+def test_evaluate_and_analyze_find_a_corpus_where_the_run_found_it(small_corpus, tmp_path, monkeypatch):
     """data.path=salad.txt from the corpus's folder reads ./salad.txt; evaluate, run from elsewhere, reads the
     place the run recorded (run.json's data.corpus.location), not ./salad.txt there."""
     from conftest import TINY_RUN, compose_train

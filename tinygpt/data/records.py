@@ -225,6 +225,7 @@ def record_store(location: Path, config: DataConfig) -> Path:
     description = store_description(location, config)
     folder = prepared_root() / "records" / fingerprint(description)
     if (folder / STORE_MANIFEST).exists():
+        _check_store(folder)
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
     remove_abandoned(folder)  # a killed pass's staging folder (prepared folders' naming and rule)
@@ -265,6 +266,25 @@ def record_store(location: Path, config: DataConfig) -> Path:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return folder
+
+
+def _check_store(folder: Path) -> None:
+    """A store's files must be the sizes its manifest says (a truncated or edited file would change the text every
+    later run trains and is scored on): refused in one line naming the file."""
+    try:
+        splits = json.loads((folder / STORE_MANIFEST).read_text())["splits"]
+        expected = {split: int(splits[split]["bytes"]) for split in SPLITS}
+    except (OSError, ValueError, KeyError, TypeError):
+        manifest = folder / STORE_MANIFEST
+        raise DataError(f"{manifest} is unreadable; delete {folder} to write the records again") from None
+    for split, size in expected.items():
+        path = folder / f"{split}.txt"
+        actual = path.stat().st_size if path.exists() else None
+        if actual != size:
+            raise DataError(
+                f"records file {path} holds {actual if actual is not None else 'no'} bytes, its manifest says "
+                f"{size:,}; delete {folder} to write the records again"
+            )
 
 
 def store_counts(folder: Path) -> dict:
