@@ -177,3 +177,67 @@ def test_a_store_whose_file_changed_is_refused_in_one_line_naming_it(tmp_path, p
     test.write_bytes(test.read_bytes()[:-3])
     with pytest.raises(DataError, match=rf"^records file {test} holds {size - 3} bytes, its manifest says {size:,}; "):
         record_store(path, settings)
+
+
+def write_shard(path: Path, tokens: list[int], *, magic: int = 20240520, count: int | None = None) -> Path:
+    """An llm.c token shard: 256 int32 (magic, version 1, the count), then the tokens as uint16."""
+    import numpy as np
+
+    header = np.zeros(256, dtype="<i4")
+    header[:3] = magic, 1, len(tokens) if count is None else count
+    path.write_bytes(header.tobytes() + np.asarray(tokens, dtype="<u2").tobytes())
+    return path
+
+
+@pytest.fixture(scope="module")
+def gpt2():
+    from tinygpt.data.root import resolve_data_root
+    from tinygpt.data.tokenizers import TokenizerConfig, build_tokenizer
+
+    return build_tokenizer(TokenizerConfig(name="gpt2"), [], resolve_data_root(None))
+
+
+def test_an_llmc_token_shard_trains_and_scores_its_documents_text(tmp_path, prepared, gpt2):
+    """llm.c's format, as its fineweb.py writes it: <|endoftext|> then a document's tokens, for every document. Each
+    document is decoded to its text (which GPT-2 encodes back to the same ids) and split by the hash of its place."""
+    from tinygpt.train.evaluate import evaluate
+
+    texts = [r["text"] for r in stories(300) if r["text"]]
+    tokens = []
+    for text in texts:
+        ids = gpt2.encode(text)
+        assert gpt2.encode(gpt2.decode(ids)) == ids
+        tokens += [50256, *ids]
+    shard = write_shard(tmp_path / "tiny_train_000000.bin", tokens)
+    store = record_store(shard, config(name="llmc", path=str(shard), id_field=None))
+    expected = {"train": [], "dev": [], "test": []}
+    for number, text in enumerate(texts, start=1):  # document n follows the n-th <|endoftext|>
+        expected[split_of(f"tiny_train_000000.bin:{number}", 0, 0.1, 0.1)].append(text)
+    assert split_texts(store) == expected
+    run_dir = tmp_path / "run"
+    record = train(compose_train([*TINY_RUN, "data=llmc", f"data.path={shard}", "score_once.steps=[8]"]), run_dir)
+    assert record["status"] == "finished" and record["data"]["tokenizer"]["name"] == "gpt2"
+    assert record["data"]["splits"]["train"]["bytes"] == sum(len(t.encode()) + 1 for t in expected["train"])
+    [row] = evaluate(str(run_dir), ckpt=str(run_dir / "checkpoints" / "step000008.ckpt"), split="test")
+    first = len(gpt2.decode(gpt2.encode(expected["test"][0])[:1]).encode())  # the one token with nothing to predict it
+    assert row["bytes"] == sum(len(t.encode()) + 1 for t in expected["test"]) - first and row["bits_per_byte"] > 0
+
+
+@pytest.mark.parametrize(
+    ("kind", "message"),
+    [
+        ("magic", r"tiny\.bin: not an llm\.c token shard \(magic 20240521, expected 20240520\)$"),
+        ("truncated", r"tiny\.bin: its header says 11 tokens \(1,046 bytes\), the file holds 1,044 bytes"),
+        ("vocabulary", r"tiny\.bin: holds token id 50257, above GPT-2's vocabulary"),
+    ],
+)
+def test_a_bad_shard_is_refused_in_one_line_naming_it(tmp_path, prepared, kind, message):
+    tokens = [50256, 464, 640, 50256, 17, 18, 19, 20, 21, 22, 23]
+    if kind == "magic":
+        shard = write_shard(tmp_path / "tiny.bin", tokens, magic=20240521)
+    elif kind == "truncated":
+        shard = write_shard(tmp_path / "tiny.bin", tokens[:-1], count=len(tokens))
+    else:
+        shard = write_shard(tmp_path / "tiny.bin", [*tokens, 50257])
+    with pytest.raises(DataError, match=message):
+        record_store(shard, config(name="llmc", path=str(shard), id_field=None))

@@ -91,8 +91,8 @@ def _named_corpus(config: DataConfig) -> NamedCorpus | None:
         return None
     known = sorted(NAMED_CORPORA) + sorted(GENERIC_CORPORA)
     raise DataError(
-        f"data.name={config.name!r}: unknown corpus; choose one of {known} (textfile, textdir, jsonl, parquet and hf "
-        "read your own text)"
+        f"data.name={config.name!r}: unknown corpus; choose one of {known} (textfile, textdir, jsonl, parquet, hf "
+        "and llmc read your own text)"
     )
 
 

@@ -108,7 +108,14 @@ NAMED_CORPORA: dict[str, NamedCorpus] = {
 
 # The generic corpora for users' own text, with the corpus kind each one implies.
 # your own text: a file, a folder of files, or records (tinygpt/data/records.py's READERS)
-GENERIC_CORPORA = {"textfile": "file", "textdir": "dir", "jsonl": "records", "parquet": "records", "hf": "records"}
+GENERIC_CORPORA = {
+    "textfile": "file",
+    "textdir": "dir",
+    "jsonl": "records",
+    "parquet": "records",
+    "hf": "records",
+    "llmc": "records",
+}
 
 GPT2_FILES = (
     RemoteFile(
