@@ -127,7 +127,9 @@ def test_unknown_corpus_error_lists_the_registered_corpora(monkeypatch):
 
     monkeypatch.setitem(NAMED_CORPORA, "wiki", NAMED_CORPORA["timemachine"])
     assert _named_corpus(DataConfig(name="wiki")) is NAMED_CORPORA["timemachine"]
-    listed = r"\['peps', 'shakespeare', 'timemachine', 'wiki', 'hf', 'jsonl', 'llmc', 'parquet', 'textdir', 'textfile'\]"
+    listed = (
+        r"\['peps', 'shakespeare', 'timemachine', 'wiki', 'hf', 'jsonl', 'llmc', 'parquet', 'textdir', 'textfile'\]"
+    )
     with pytest.raises(DataError, match=listed):
         _named_corpus(DataConfig(name="books"))
 

@@ -85,10 +85,20 @@ def test_progress_style_is_chosen_at_trainer_build(monkeypatch):
         progress_callback("lines", 0)
 
 
-def test_lightning_tips_are_filtered_out_and_only_them(caplog):
+def test_lightning_tips_are_filtered_out_and_only_them(caplog, monkeypatch):
     # importing the standalone package (as a submitit job does) re-points rank_zero_info's logger to its own
     pytest.importorskip("pytorch_lightning")
     loggers = [logging.getLogger(name) for name in TIP_LOGGERS]
+    # rank 0, with its loggers on, whatever ran before in this worker: a package imported while a test's
+    # environment named another rank (SLURM_PROCID, RANK: read at import) keeps that rank, and rank_zero_info then
+    # logs nothing; a tool's job_logging=disabled (Hydra's disable_existing_loggers) turns the loggers off
+    for name in TIP_LOGGERS:  # each is its module's logger
+        module = sys.modules.get(name)
+        if module is not None:
+            monkeypatch.setattr(module.rank_zero_only, "rank", 0)
+    for logger in [*loggers, logging.getLogger("lightning.pytorch"), logging.getLogger("lightning.fabric")]:
+        monkeypatch.setattr(logger, "disabled", False)
+        monkeypatch.setattr(logger, "propagate", True)
     for logger in loggers:  # first without the filter: Lightning does advertise (so this test can fail)
         for f in [f for f in logger.filters if isinstance(f, NoThirdPartyTips)]:
             logger.removeFilter(f)
