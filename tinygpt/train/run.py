@@ -58,7 +58,7 @@ def train(cfg: DictConfig, run_dir: str | Path, run: RunConfig | None = None) ->
     # deterministic workspace set before any matmul of this run (tinygpt/train/device_settings.py)
     run, device = device_settings.prepare(run)
     run_dir = Path(run_dir)
-    # the configured callbacks (conf/callbacks/), the trial's pruning, the kept checkpoints: built, so checked, first
+    # the configured callbacks (conf/callbacks/) and the kept checkpoints: built, so checked, before anything is written
     callbacks = build_callbacks(run, run_dir)
     silence_third_party_tips()
     if rank_zero_only.rank != 0:  # the other ranks of a DDP run: the same run, rank 0 holds its lock
