@@ -239,3 +239,41 @@ def test_a_live_prepares_staging_folder_is_left_alone(corpus, prepared_dir):
     gone.mkdir()
     remove_abandoned(folder)
     assert live.is_dir() and not gone.exists()
+
+
+@pytest.mark.parametrize(
+    ("corpus_name", "tokenizer"),
+    [
+        ("timemachine", "char"),
+        ("timemachine", "gpt2"),
+        ("shakespeare", "char"),
+        ("shakespeare", "gpt2"),
+        ("peps", "char"),
+    ],
+)
+def test_the_prepared_splits_of_the_named_corpora_are_their_texts_encoded_whole(
+    corpus_name, tokenizer, prepared_dir, monkeypatch
+):
+    """Through the prepared path (the train split read in chunks, encoded in parts on all cores, memory-mapped),
+    the train ids and every dev array (ids, bytes, characters, document) are those of encoding each split's
+    documents whole, as tinygpt did before: so the dev bits per byte are the same numbers, not just close ones.
+    Chunks of 64 KiB and parts of 4,096 characters here, so that every corpus is cut many times."""
+    from tinygpt.data import encoded as encoded_module
+    from tinygpt.data.documents import read_chunks, read_piece
+
+    monkeypatch.setattr(read_chunks, "__defaults__", (1 << 16,))
+    monkeypatch.setattr(encoded_module, "PART_CHARS", 4096)
+
+    from conftest import compose_train
+
+    data = compose_train([f"data={corpus_name}", f"data/tokenizer={tokenizer}"]).data
+    dm = TextDataModule(data, context_length=64, seed=0)
+    dm.setup("fit")
+    plan, tok = dm.prepared.plan, dm.tokenizer
+    whole_train = encode_segments(tok, [(p.document, read_piece(p)) for p in plan.train])
+    assert np.array_equal(np.asarray(dm.train_split.tokens, dtype=np.int64), whole_train.ids.numpy())
+    assert (dm.train_split.chars, dm.train_split.bytes) == (whole_train.chars, whole_train.bytes)
+    whole_dev = encode_segments(tok, [(p.document, read_piece(p)) for p in plan.dev])
+    for field in ("ids", "token_bytes", "token_chars", "token_doc"):
+        assert torch.equal(getattr(dm.dev_split, field).long(), getattr(whole_dev, field)), field
+    assert dm.dev_split.documents == whole_dev.documents
