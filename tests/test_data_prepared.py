@@ -205,7 +205,8 @@ def test_tinygpt_prepare_writes_the_folder_a_run_then_maps(corpus, prepared_dir,
     """The program over the same data settings as training: the first call encodes, the second and a run's set-up
     map the same folder; a bad path is refused in one line, nothing written."""
     env = {**os.environ, "TINYGPT_PREPARED": str(prepared_dir)}
-    data = ["data=textdir", f"data.path={corpus}", "data.glob=*.txt", "data.test_k=1", "data.dev=documents"]
+    data = ["data=textdir", f"data.path={corpus}", "data.glob=*.txt", "data.split_by=choice", "data.test_k=1"]
+    data += ["data.dev=documents"]
     data += ["data.dev_k=1"]
     command = [sys.executable, str(REPO / "scripts" / "prepare.py"), *data]
     first = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)

@@ -137,3 +137,58 @@ def test_split_counts_add_up_in_describe(book):
     splits = dm.describe()["splits"]
     assert sum(splits[s]["chars"] for s in ("train", "dev", "test")) == len(text)
     assert sum(splits[s]["bytes"] for s in ("train", "dev", "test")) == len(text.encode())
+
+
+def _folder(root: Path, n: int, start: int = 0) -> Path:
+    folder = root / "docs"
+    folder.mkdir(exist_ok=True)
+    for i in range(start, start + n):
+        (folder / f"doc{i:04d}.txt").write_text(f"document {i}: " + salad(i, 30) + "\n")
+    return folder
+
+
+def test_textdir_holds_out_a_share_of_documents_by_a_hash_of_their_names(tmp_path):
+    """data=textdir's rule (data.split_by=hash): the held-out share scales with the folder (10% of 400 documents,
+    not 2), no held-out document reaches train or dev, and a document keeps its split as documents are added."""
+    from conftest import compose_train
+
+    from tinygpt.data.records import split_of
+
+    folder = _folder(tmp_path, 400)
+    data = typed(DataConfig, compose_train(["data=textdir", f"data.path={folder}"]).data, "data")
+    assert data.split_by == "hash"
+    plan = plan_splits(open_corpus(data, resolve_data_root(None)), data)
+    names = sorted(p.name for p in folder.iterdir())
+    expected = tuple(n for n in names if split_of(n, 0, 0.1, 0.0) == "test")
+    assert plan.test_documents == expected and 25 < len(expected) < 60
+    reached = {p.document for p in plan.train + plan.dev}
+    assert not reached & set(expected) and {p.document for p in plan.test} == set(expected)
+    # dev=documents: the next dev_fraction of the documents by the same hash
+    with_dev = plan_splits(open_corpus(data, resolve_data_root(None)), DataConfig(**{**vars(data), "dev": "documents"}))
+    assert with_dev.dev_documents == tuple(n for n in names if split_of(n, 0, 0.1, 0.1) == "dev")
+    assert not set(with_dev.dev_documents) & set(with_dev.test_documents)
+    _folder(tmp_path, 200, start=400)  # the folder grows
+    grown = plan_splits(open_corpus(data, resolve_data_root(None)), data)
+    assert set(expected) <= set(grown.test_documents) and len(grown.test_documents) > len(expected)
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"test_k": 5}, r"^data\.test_k=5 counts documents chosen under data\.split_by=choice; data=textdir splits"),
+        ({"dev_k": 3}, r"^data\.dev_k=3 counts documents chosen under data\.split_by=choice"),
+        ({"test_documents": ["a.txt"]}, r"^data\.test_documents lists the held-out documents, but data\.split_by=hash"),
+        ({"split_by": "random"}, r"^data\.split_by='random' is not allowed: must be one of choice, hash$"),
+    ],
+)
+def test_a_setting_the_hash_split_would_not_read_is_refused(values, message):
+    settings = {"name": "textdir", "corpus": "dir", "path": "docs", "glob": "*.txt", "split_by": "hash", **values}
+    with pytest.raises(DataError, match=message):
+        DataConfig(**settings)
+
+
+def test_split_by_is_refused_where_it_has_no_meaning():
+    with pytest.raises(DataError, match=r"^data\.split_by=hash applies to folder corpora"):
+        DataConfig(name="textfile", corpus="file", path="a.txt", split_by="hash")
+    with pytest.raises(DataError, match=r"^data=jsonl splits its records by a hash of their ids: data\.split_by"):
+        DataConfig(name="jsonl", corpus="records", path="a.jsonl", split_by="choice")

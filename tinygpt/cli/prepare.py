@@ -1,7 +1,7 @@
 """Prepare a corpus once: its train and dev splits encoded into a folder every later run maps (no re-encoding).
 
     tinygpt-prepare data=peps data/tokenizer=bpe
-    tinygpt-prepare data=textdir data.path=my_code data.glob='**/*.py' data.dev=documents data.dev_k=50
+    tinygpt-prepare data=textdir data.path=my_code data.glob='**/*.py' data.dev=documents data.dev_fraction=0.01
 
 Takes the same `data` settings as tinygpt-train: a run with them (any model, seed, batch size or context) maps the
 folder this writes (tinygpt/data/prepared.py says what is in it and where it lives). A run prepares what it needs

@@ -25,6 +25,7 @@ NAMED_FRACTIONS = {"quarter": 0.25, "half": 0.5, "full": 1.0}
 CORPUS_KINDS = ("file", "dir", "records")
 DEV_MODES = ("tail", "documents", "none")
 SPLIT_UNITS = ("chars", "tokens")
+SPLIT_RULES = ("choice", "hash")  # data.split_by (null: choice)
 
 
 def parse_fraction(value: Any) -> float:
@@ -70,6 +71,10 @@ class DataConfig:
     dev: str = "tail"  # tail | documents | none
     dev_fraction: float = 0.1
     dev_k: int = 10  # dev=documents only
+    # folder corpora: how whole documents are held out and, with dev=documents, chosen for dev. null or choice: the
+    # listed test_documents, else a seeded choice of test_k (and of dev_k); hash: each document by a seeded hash of
+    # its name, test_fraction of them held out, dev_fraction more for dev (records corpora always split so)
+    split_by: str | None = None
     split_unit: str = "chars"  # chars | tokens (tokens needs a tokenizer fixed in advance: bytes, gpt2)
     batch_size: int = 32
     eval_batch_size: int = 32
@@ -116,6 +121,19 @@ class DataConfig:
         elif self.corpus == "dir":
             if not self.glob:
                 raise DataError('data.glob is required for a directory corpus, e.g. data.glob="*.txt"')
+            if self.split_by == "hash":
+                if self.test_documents:
+                    raise DataError(
+                        "data.test_documents lists the held-out documents, but data.split_by=hash chooses them by "
+                        "a hash of their names; set data.split_by=choice to list them"
+                    )
+                for name in ("test_k", "dev_k"):
+                    if getattr(self, name) != DEFAULTS[name]:
+                        raise DataError(
+                            f"data.{name}={getattr(self, name)} counts documents chosen under data.split_by=choice; "
+                            f"data={self.name} splits by a hash of their names (data.test_fraction, "
+                            "data.dev_fraction): set data.split_by=choice to choose a number of them"
+                        )
         else:
             if self.dev == "documents" or self.test_documents:
                 raise DataError(
@@ -125,6 +143,17 @@ class DataConfig:
                 )
             if self.split_unit == "tokens":
                 raise DataError(f"data={self.name} splits by records: data.split_unit=tokens is not allowed")
+        if self.split_by is not None:
+            _check_choice("data.split_by", self.split_by, SPLIT_RULES)
+        if self.split_by is not None and self.corpus == "file":
+            raise DataError(
+                f"data.split_by={self.split_by} applies to folder corpora: a file corpus holds out its last "
+                "data.test_fraction of the characters"
+            )
+        if self.split_by == "choice" and self.corpus == "records":
+            raise DataError(
+                f"data={self.name} splits its records by a hash of their ids: data.split_by=choice is not allowed"
+            )
         if self.corpus != "records":
             for name in RECORD_FIELDS:
                 if getattr(self, name) != RECORD_DEFAULTS[name]:
@@ -164,6 +193,8 @@ def _check_int(field_name: str, value: int, *, minimum: int) -> None:
     require(value >= minimum, field_name, value, f"an integer >= {minimum}", DataError)
 
 
+DEFAULTS = {f.name: f.default for f in fields(DataConfig) if f.name in ("test_k", "dev_k")}
+
 # the records corpora's own settings (tinygpt/data/records.py), and their defaults
 RECORD_FIELDS = ("text_field", "id_field", "dataset_split", "dataset_config")
 RECORD_DEFAULTS = {f.name: f.default for f in fields(DataConfig) if f.name in RECORD_FIELDS}
@@ -179,5 +210,7 @@ def text_settings(config: DataConfig) -> dict[str, Any]:
     return {
         f"data.{f.name}": getattr(config, f.name)
         for f in fields(config)
-        if f.name not in NOT_TEXT and (config.corpus == "records" or f.name not in RECORD_FIELDS)
+        if f.name not in NOT_TEXT
+        and (config.corpus == "records" or f.name not in RECORD_FIELDS)
+        and (f.name != "split_by" or config.split_by == "hash")  # choice is null's rule: older keys unchanged
     }

@@ -331,6 +331,7 @@ class TextDataModule(L.LightningDataModule):
                 "dev": config.dev,
                 "dev_fraction": config.dev_fraction,
                 "dev_k": config.dev_k,
+                "split_by": config.split_by,
                 "fraction": config.fraction,
             },
             "train_fraction": config.fraction,
@@ -367,7 +368,9 @@ class TextDataModule(L.LightningDataModule):
                 continue
             tokens = "not read until test scoring" if split["tokens"] is None else f"{split['tokens']:,} tokens"
             docs = split["documents"]
-            shown = "" if corpus["kind"] != "dir" or name == "train" else f"; documents {', '.join(docs)}"
+            more = f", ... ({len(docs):,} in all: run.json lists them)" if len(docs) > 8 else ""
+            listed = ", ".join(docs[:8]) + more
+            shown = "" if corpus["kind"] != "dir" or name == "train" else f"; documents {listed}"
             count = (
                 f"{d['records']['splits'][name]['records']:,} records" if "records" in d else f"{len(docs)} document(s)"
             )
@@ -379,7 +382,7 @@ class TextDataModule(L.LightningDataModule):
             lines.append(
                 f"note: dev holds {dev['tokens']:,} tokens (over {LARGE_DEV_TOKENS:,}), each scored at every "
                 "dev check; a folder corpus can keep whole documents for dev instead: data.dev=documents "
-                "data.dev_k=<how many>"
+                + ("data.dev_fraction=<share>" if config.split_by == "hash" else "data.dev_k=<how many>")
             )
         return lines
 
@@ -406,8 +409,11 @@ def _describe_split_rules(config: DataConfig) -> str:
             f"records by a hash of their ids (split_seed={config.split_seed}): test = {config.test_fraction:.0%} of "
             f"them; {dev}; train = the rest (the first {config.fraction:.0%} of its characters)"
         )
+    hashed = f"a hash of their names (split_seed={config.split_seed})"
     if config.corpus == "file":
         test = f"test = last {config.test_fraction:.0%} of the characters" if config.test_fraction else "no test"
+    elif config.split_by == "hash":
+        test = f"test = the {config.test_fraction:.0%} of the documents {hashed} holds out"
     elif config.test_documents:
         test = f"test = the listed documents {list(config.test_documents)}"
     else:
@@ -415,6 +421,8 @@ def _describe_split_rules(config: DataConfig) -> str:
     unit = "tokens" if config.split_unit == "tokens" else "characters"
     if config.dev == "tail":
         dev = f"dev = last {config.dev_fraction:.0%} of the remaining {unit}"
+    elif config.dev == "documents" and config.split_by == "hash":
+        dev = f"dev = the next {config.dev_fraction:.0%} of the documents by that hash"
     elif config.dev == "documents":
         dev = f"dev = {config.dev_k} whole documents chosen with split_seed={config.split_seed}"
     else:

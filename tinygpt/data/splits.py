@@ -1,7 +1,8 @@
 """The splits: corpus -> (rest, test); rest -> (fit_full, dev); train = the first `fraction` of fit_full.
 
 - test (held out, scored once): a file corpus holds out its tail, the last `test_fraction` of its characters;
-  a directory corpus holds out whole documents, `test_documents` if listed, else a seeded choice of `test_k`.
+  a directory corpus holds out whole documents, `test_documents` if listed, else a seeded choice of `test_k`, or
+  with `split_by=hash` (data=textdir's rule) the documents a seeded hash of their names puts in `test_fraction`.
 - dev (every choice is made on it): `tail` = the last `dev_fraction` of the rest (003's dev slice),
   `documents` = a seeded choice of `dev_k` whole documents of the rest (the better split 003 recommends),
   or `none`.
@@ -29,6 +30,7 @@ from tinygpt.data.corpus import Corpus
 from tinygpt.data.documents import Piece, split_pieces, total_chars, whole
 from tinygpt.data.encoded import EncodedText
 from tinygpt.data.errors import DataError
+from tinygpt.data.records import split_of
 
 _TEST_STREAM, _DEV_STREAM = 0, 1
 
@@ -56,7 +58,8 @@ def plan_splits(corpus: Corpus, config: DataConfig) -> SplitPlan:
         rest, test = split_pieces(documents, int(total_chars(documents) * (1 - config.test_fraction)))
         test_documents: tuple[str, ...] = ()
     else:
-        test_documents = _held_out_documents(corpus, config)
+        hashed = config.split_by == "hash"
+        test_documents = _hashed(corpus, config, "test") if hashed else _held_out_documents(corpus, config)
         rest = [p for p in documents if p.document not in test_documents]
         test = [p for p in documents if p.document in test_documents]
 
@@ -65,7 +68,7 @@ def plan_splits(corpus: Corpus, config: DataConfig) -> SplitPlan:
     if config.dev == "none":
         fit_full, dev = rest, []
     elif config.dev == "documents":
-        dev_documents = _dev_documents(rest, config)
+        dev_documents = _dev_documents(rest, config) if config.split_by != "hash" else _hashed(corpus, config, "dev")
         fit_full = [p for p in rest if p.document not in dev_documents]
         dev = [p for p in rest if p.document in dev_documents]
     elif by_tokens:
@@ -148,6 +151,20 @@ def _held_out_documents(corpus: Corpus, config: DataConfig) -> tuple[str, ...]:
     if len(chosen) >= len(names):
         raise DataError(f"data.test_documents holds out all {len(names)} documents; leave at least one to train on")
     return chosen
+
+
+def _hashed(corpus: Corpus, config: DataConfig, split: str) -> tuple[str, ...]:
+    """data.split_by=hash: the documents whose seeded hash of their name (relative to the folder) falls in
+    ``split``'s share (tinygpt/data/records.py's ``split_of``: test_fraction, then dev_fraction with
+    dev=documents): the shares scale with the folder, and a document keeps its split as documents are added."""
+    dev_fraction = config.dev_fraction if config.dev == "documents" else 0.0
+    names = [d.name for d in corpus.documents]
+    chosen = tuple(n for n in names if split_of(n, config.split_seed, config.test_fraction, dev_fraction) == split)
+    if split == "test" and len(chosen) == len(names):
+        raise DataError(
+            f"data.split_by=hash holds out all {len(names)} documents of {corpus.location}; lower data.test_fraction"
+        )
+    return tuple(sorted(chosen))
 
 
 def _dev_documents(rest: list[Piece], config: DataConfig) -> tuple[str, ...]:
