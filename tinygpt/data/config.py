@@ -158,8 +158,8 @@ class DataConfig:
             for name in RECORD_FIELDS:
                 if getattr(self, name) != RECORD_DEFAULTS[name]:
                     raise DataError(
-                        f"data.{name}={getattr(self, name)!r} applies to records corpora only (data=jsonl, "
-                        f"parquet or hf), not data={self.name}"
+                        f"data.{name}={getattr(self, name)!r} applies to records corpora only (data=jsonl, parquet, "
+                        f"hf or llmc), not data={self.name}"
                     )
         if self.split_unit == "tokens" and self.tokenizer.needs_fitting:
             raise DataError(
