@@ -80,11 +80,14 @@ def test_the_runs_log_is_written_after_a_program_disabled_the_loggers_in_this_pr
     from tinygpt.common.say import log_file, say
 
     logger = logging.getLogger("tinygpt")
-    logger.disabled = True
+    lightning = logging.getLogger("lightning.pytorch.utilities.rank_zero")  # Lightning's own lines come from there
+    logger.disabled = lightning.disabled = True
     try:
         with log_file(tmp_path / "train.log"):
             say("a line of the run")
-        assert "a line of the run" in (tmp_path / "train.log").read_text()
-        assert logger.disabled  # as it was before the run
+            lightning.info("a line of Lightning's")
+        log = (tmp_path / "train.log").read_text()
+        assert "a line of the run" in log and "a line of Lightning's" in log
+        assert logger.disabled and lightning.disabled  # as they were before the run
     finally:
-        logger.disabled = False
+        logger.disabled = lightning.disabled = False

@@ -61,12 +61,21 @@ def log_file(path: str | Path) -> Iterator[None]:
     handler = logging.FileHandler(path, delay=True)
     handler.setFormatter(logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"))
     loggers = [logging.getLogger(name) for name in RUN_LOGGERS]
+    # a Hydra program run earlier in this process may have disabled them and every logger below them (a tool's
+    # job_logging=disabled sets disable_existing_loggers: Lightning's rank_zero logger, say), which would leave
+    # this run's log without their lines
+    below = [
+        logger
+        for name, logger in list(logging.root.manager.loggerDict.items())
+        if isinstance(logger, logging.Logger) and any(name.startswith(run + ".") for run in RUN_LOGGERS)
+    ]
     before = [(logger.level, logger.disabled) for logger in loggers]
+    disabled_below = [logger for logger in below if logger.disabled]
     for logger in loggers:
         logger.addHandler(handler)
         logger.setLevel(min(logger.level or logging.INFO, logging.INFO))
-        # a Hydra program run earlier in this process may have disabled them (a tool's job_logging=disabled sets
-        # disable_existing_loggers), which would leave this run's log empty
+        logger.disabled = False
+    for logger in disabled_below:
         logger.disabled = False
     try:
         yield
@@ -75,4 +84,6 @@ def log_file(path: str | Path) -> Iterator[None]:
             logger.removeHandler(handler)
             logger.setLevel(level)
             logger.disabled = disabled
+        for logger in disabled_below:
+            logger.disabled = True
         handler.close()
