@@ -45,6 +45,15 @@ def gpt2():
     return build_tokenizer(TokenizerConfig(name="gpt2"), [], resolve_data_root(None))
 
 
+def fitted(name: str, gpt2):
+    """The tokenizer ``name`` fitted on TEXT (GPT-2's is fixed: the module's one)."""
+    if name == "gpt2":
+        return gpt2
+    if name == "bpe":
+        return train_bpe([TEXT], vocab_size=400)
+    return build_tokenizer(TokenizerConfig(name=name), [TEXT], resolve_data_root(None))
+
+
 def test_the_chunks_are_the_text_and_each_ends_where_no_token_crosses(document):
     chunks = list(read_chunks(whole(document), chunk_bytes=64))
     assert len(chunks) > 20 and "".join(chunks) == TEXT
@@ -57,12 +66,7 @@ def test_the_chunks_are_the_text_and_each_ends_where_no_token_crosses(document):
 
 @pytest.mark.parametrize("tokenizer", ["char", "bytes", "bpe", "gpt2"])
 def test_encoding_the_chunks_gives_the_whole_documents_tokens(document, tokenizer, gpt2):
-    if tokenizer == "gpt2":
-        tok = gpt2
-    elif tokenizer == "bpe":
-        tok = train_bpe([TEXT], vocab_size=400)
-    else:
-        tok = build_tokenizer(TokenizerConfig(name=tokenizer), [TEXT], resolve_data_root(None))
+    tok = fitted(tokenizer, gpt2)
     whole_encoding = encode_segments(tok, [("long.txt", TEXT)])
     parts = [encode_segments(tok, [("long.txt", chunk)]) for chunk in read_chunks(whole(document), chunk_bytes=64)]
     for field in ("ids", "token_bytes", "token_chars"):
@@ -82,12 +86,7 @@ def test_a_chunk_encoded_in_parts_on_all_cores_has_the_whole_chunks_ids(tokenize
     assert all(p.endswith("\n") and not p[-2].isspace() for p in parts[:-1])
     assert all(not p[0].isspace() for p in parts[1:])
     assert split_text("a b c d e f", 2) == ["a b c d e f"]  # no safe newline: one part
-    if tokenizer == "gpt2":
-        tok = gpt2
-    elif tokenizer == "bpe":
-        tok = train_bpe([TEXT], vocab_size=400)
-    else:
-        tok = build_tokenizer(TokenizerConfig(name=tokenizer), [TEXT], resolve_data_root(None))
+    tok = fitted(tokenizer, gpt2)
     monkeypatch.setattr(encoded_module, "PART_CHARS", 40)
     chunk = encode_train_chunk(tok, "long.txt", TEXT)
     whole_encoding = encode_segments(tok, [("long.txt", TEXT)])
