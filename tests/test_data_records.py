@@ -34,6 +34,12 @@ def config(**values) -> DataConfig:
     return DataConfig(corpus="records", **{"name": "jsonl", "id_field": "id", **values})
 
 
+def shards_config(path: Path, **values) -> DataConfig:
+    from tinygpt.data.tokenizers import TokenizerConfig
+
+    return DataConfig(name="llmc", corpus="shards", path=str(path), tokenizer=TokenizerConfig(name="gpt2"), **values)
+
+
 @pytest.fixture
 def prepared(tmp_path, monkeypatch) -> Path:
     folder = tmp_path / "prepared"
@@ -197,30 +203,103 @@ def gpt2():
     return build_tokenizer(TokenizerConfig(name="gpt2"), [], resolve_data_root(None))
 
 
-def test_an_llmc_token_shard_trains_and_scores_its_documents_text(tmp_path, prepared, gpt2):
-    """llm.c's format, as its fineweb.py writes it: <|endoftext|> then a document's tokens, for every document. Each
-    document is decoded to its text (which GPT-2 encodes back to the same ids) and split by the hash of its place."""
+def shard_corpus(folder: Path, gpt2, n: int = 300) -> tuple[list[Path], list[list[int]]]:
+    """Two llm.c shards of n stories, as llm.c's fineweb.py writes them: each document <|endoftext|> then its
+    tokens, the first shard filled to its size and cut inside a held-out document, which the second continues."""
+    import numpy as np
+
+    documents = [[50256, *gpt2.encode(r["text"])] for r in stories(n) if r["text"]]
+    stream = [token for document in documents for token in document]
+    starts = np.cumsum([0] + [len(d) for d in documents[:-1]])
+    # cut inside a held-out document, whose second part the hash of its own place (shard 2, offset 0) puts in train
+    assert split_of("tiny_train_000001.bin:0", 0, 0.1, 0.1) == "train"
+    cut = next(
+        int(s) + 3 for s in starts[len(starts) // 2 :] if split_of(f"tiny_train_000000.bin:{s}", 0, 0.1, 0.1) == "test"
+    )
+    folder.mkdir()
+    first = write_shard(folder / "tiny_train_000000.bin", stream[:cut])
+    second = write_shard(folder / "tiny_train_000001.bin", stream[cut:])
+    return [first, second], documents
+
+
+def expected_split_ids(paths: list[Path], seed: int = 0, test: float = 0.1, dev: float = 0.1) -> dict[str, list]:
+    """The rule, written out: a document starts at an <|endoftext|>, its id is <shard>:<offset>, and the tokens
+    before a shard's first <|endoftext|> go with the previous shard's last document."""
+    import numpy as np
+
+    out: dict[str, list] = {"train": [], "dev": [], "test": []}
+    split = None
+    for path in paths:
+        tokens = np.fromfile(path, dtype="<u2", offset=1024).tolist()
+        for offset, token in enumerate(tokens):
+            if token == 50256 or split is None:
+                split = split_of(f"{path.name}:{offset}", seed, test, dev)
+            out[split].append(token)
+    return out
+
+
+def test_llmc_shards_are_split_by_document_as_ids_and_train_and_score_with_gpt2_byte_lengths(tmp_path, prepared, gpt2):
+    """The ids are copied, never decoded: each document (its <|endoftext|> and the tokens to the next) goes where the
+    hash of its place says, the document cut between two shards as one; bits per byte counts each id's bytes, and
+    <|endoftext|>'s none."""
+    import numpy as np
+
+    from tinygpt.data.shards import store_counts, token_store, token_tables
     from tinygpt.train.evaluate import evaluate
 
-    texts = [r["text"] for r in stories(300) if r["text"]]
-    tokens = []
-    for text in texts:
-        ids = gpt2.encode(text)
-        assert gpt2.encode(gpt2.decode(ids)) == ids
-        tokens += [50256, *ids]
-    shard = write_shard(tmp_path / "tiny_train_000000.bin", tokens)
-    store = record_store(shard, config(name="llmc", path=str(shard), id_field=None))
-    expected = {"train": [], "dev": [], "test": []}
-    for number, text in enumerate(texts, start=1):  # document n follows the n-th <|endoftext|>
-        expected[split_of(f"tiny_train_000000.bin:{number}", 0, 0.1, 0.1)].append(text)
-    assert split_texts(store) == expected
+    paths, documents = shard_corpus(tmp_path / "shards", gpt2)
+    assert np.fromfile(paths[1], dtype="<u2", offset=1024)[0] != 50256  # the second shard starts mid-document
+    store = token_store(tmp_path / "shards", shards_config(tmp_path / "shards"), gpt2)
+    expected = expected_split_ids(paths)
+    for split, ids in expected.items():
+        assert np.fromfile(store / f"{split}.ids", dtype="<u2").tolist() == ids
+    assert all(len(ids) > 100 for ids in expected.values())  # each split holds documents
+    token_bytes, _ = token_tables(gpt2)
+    counts = store_counts(store)
+    assert sum(c["documents"] for c in counts.values()) == len(documents)
+    assert counts["test"]["bytes"] == int(token_bytes[expected["test"]].sum())
+    assert sum(c["bytes"] for c in counts.values()) == sum(len(gpt2.decode(d[1:]).encode()) for d in documents)
+
     run_dir = tmp_path / "run"
-    record = train(compose_train([*TINY_RUN, "data=llmc", f"data.path={shard}", "score_once.steps=[8]"]), run_dir)
+    overrides = ["data=llmc", f"data.path={tmp_path / 'shards'}", "score_once.steps=[8]"]
+    record = train(compose_train([*TINY_RUN, *overrides]), run_dir)
     assert record["status"] == "finished" and record["data"]["tokenizer"]["name"] == "gpt2"
-    assert record["data"]["splits"]["train"]["bytes"] == sum(len(t.encode()) + 1 for t in expected["train"])
+    train_split = record["data"]["splits"]["train"]
+    assert train_split["tokens"] == len(expected["train"])
+    assert train_split["bytes"] == int(token_bytes[expected["train"]].sum())
     [row] = evaluate(str(run_dir), ckpt=str(run_dir / "checkpoints" / "step000008.ckpt"), split="test")
-    first = len(gpt2.decode(gpt2.encode(expected["test"][0])[:1]).encode())  # the one token with nothing to predict it
-    assert row["bytes"] == sum(len(t.encode()) + 1 for t in expected["test"]) - first and row["bits_per_byte"] > 0
+    assert row["bytes"] == int(token_bytes[expected["test"][1:]].sum())  # the first id has nothing to predict it
+    assert row["bits_per_byte"] > 0
+
+
+def test_data_fraction_on_shards_is_a_share_of_the_train_ids(tmp_path, prepared, gpt2):
+    from tinygpt.data.datamodule import prepare_corpus
+
+    paths, _ = shard_corpus(tmp_path / "shards", gpt2, n=120)
+    train_ids = expected_split_ids(paths)["train"]
+    data = shards_config(tmp_path / "shards", fraction=0.25)
+    *_, splits = prepare_corpus(data)
+    assert splits.train.tokens.tolist() == train_ids[: int(len(train_ids) * 0.25)]
+
+
+def test_a_shards_corpus_refuses_another_tokenizer_and_a_changed_store_in_one_line(tmp_path, prepared, gpt2):
+    from tinygpt.baselines.texts import plan_for
+    from tinygpt.data.shards import token_store
+    from tinygpt.data.tokenizers import TokenizerConfig
+
+    with pytest.raises(DataError, match=r"^data=llmc holds GPT-2 ids, not text: the baselines and analyses read text"):
+        plan_for(shards_config(tmp_path))
+    with pytest.raises(DataError, match=r"^data\.tokenizer=char: data=llmc reads GPT-2 token ids as the shards hold"):
+        DataConfig(name="llmc", corpus="shards", path="x", tokenizer=TokenizerConfig(name="char"))
+    shard_corpus(tmp_path / "shards", gpt2, n=40)
+    data = shards_config(tmp_path / "shards")
+    store = token_store(tmp_path / "shards", data, gpt2)
+    with open(store / "dev.ids", "ab") as file:
+        file.write(b"\x00\x00")
+    with pytest.raises(
+        DataError, match=r"dev\.ids holds \d+ bytes, its manifest says [\d,]+; delete .* to split the shards"
+    ):
+        token_store(tmp_path / "shards", data, gpt2)
 
 
 @pytest.mark.parametrize(
@@ -231,7 +310,7 @@ def test_an_llmc_token_shard_trains_and_scores_its_documents_text(tmp_path, prep
         ("vocabulary", r"tiny\.bin: holds token id 50257, above GPT-2's vocabulary"),
     ],
 )
-def test_a_bad_shard_is_refused_in_one_line_naming_it(tmp_path, prepared, kind, message):
+def test_a_bad_shard_is_refused_in_one_line_naming_it(tmp_path, prepared, gpt2, kind, message):
     tokens = [50256, 464, 640, 50256, 17, 18, 19, 20, 21, 22, 23]
     if kind == "magic":
         shard = write_shard(tmp_path / "tiny.bin", tokens, magic=20240521)
@@ -239,5 +318,7 @@ def test_a_bad_shard_is_refused_in_one_line_naming_it(tmp_path, prepared, kind, 
         shard = write_shard(tmp_path / "tiny.bin", tokens[:-1], count=len(tokens))
     else:
         shard = write_shard(tmp_path / "tiny.bin", [*tokens, 50257])
+    from tinygpt.data.shards import token_store
+
     with pytest.raises(DataError, match=message):
-        record_store(shard, config(name="llmc", path=str(shard), id_field=None))
+        token_store(shard, shards_config(shard), gpt2)

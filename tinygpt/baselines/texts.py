@@ -76,6 +76,11 @@ def plan_for(data: Any) -> tuple[DataConfig, SplitPlan]:
             f"data.split_unit={config.split_unit!r}: the baselines and analyses cut the text at "
             "character positions; use data.split_unit=chars"
         )
+    if config.corpus == "shards":
+        raise DataError(
+            f"data={config.name} holds GPT-2 ids, not text: the baselines and analyses read text; use a text corpus "
+            "(data=textfile, textdir, jsonl, parquet or hf)"
+        )
     return config, plan_splits(open_corpus(config, resolve_data_root(config.root)), config)
 
 

@@ -21,6 +21,7 @@ from tinygpt.data.config import DataConfig
 from tinygpt.data.datamodule import prepare_corpus
 from tinygpt.data.errors import DataError
 from tinygpt.data.records import store_counts
+from tinygpt.data.shards import store_counts as shard_counts
 
 register_configs()  # the typed schemas (tinygpt/cli/config.py), before Hydra composes
 
@@ -39,6 +40,10 @@ def main(cfg: DictConfig) -> None:
         counts = store_counts(store)
         each = ", ".join(f"{split} {n['records']:,}" for split, n in counts["splits"].items())
         say(f"records: {each} (and {counts['empty_records']:,} empty, skipped), written once into {store}")
+    if corpus.kind == "shards":  # its documents are its three files of ids (tinygpt/data/shards.py)
+        store = corpus.documents[0].path.parent
+        each = ", ".join(f"{split} {n['documents']:,}" for split, n in shard_counts(store).items())
+        say(f"documents of the shards: {each}, their ids written once into {store}")
     say(f"corpus: {corpus.location}, {len(corpus.documents):,} document(s), {corpus.bytes:,} bytes")
     tokenizer = splits.tokenizer
     say(f"tokenizer: {tokenizer.name}, vocabulary {tokenizer.vocab_size:,}; ids stored as {manifest['ids_dtype']}")

@@ -22,7 +22,7 @@ from tinygpt.data.errors import DataError
 from tinygpt.data.tokenizers import TokenizerConfig
 
 NAMED_FRACTIONS = {"quarter": 0.25, "half": 0.5, "full": 1.0}
-CORPUS_KINDS = ("file", "dir", "records")
+CORPUS_KINDS = ("file", "dir", "records", "shards")  # shards: llm.c token shards (tinygpt/data/shards.py)
 DEV_MODES = ("tail", "documents", "none")
 SPLIT_UNITS = ("chars", "tokens")
 SPLIT_RULES = ("choice", "hash")  # data.split_by (null: choice)
@@ -59,7 +59,7 @@ class DataConfig:
 
     name: str = "timemachine"  # a corpus in tinygpt/data/sources.py's NAMED_CORPORA, or textfile | textdir | jsonl ...
     root: str | None = None  # the data root; null: $TINYGPT_DATA, else ~/.cache/tinygpt
-    corpus: str = "file"  # file | dir | records
+    corpus: str = "file"  # file | dir | records | shards
     path: str = "timemachine/timemachine.txt"  # the file or directory, relative to the data root or absolute
     glob: str | None = None  # dir corpora: the documents
     # Held-out test: a file corpus holds out its last test_fraction; a directory corpus the listed
@@ -143,6 +143,11 @@ class DataConfig:
                 )
             if self.split_unit == "tokens":
                 raise DataError(f"data={self.name} splits by records: data.split_unit=tokens is not allowed")
+            if self.corpus == "shards" and self.tokenizer.name != "gpt2":
+                raise DataError(
+                    f"data.tokenizer={self.tokenizer.name}: data={self.name} reads GPT-2 token ids as the shards hold "
+                    "them; use data.tokenizer=gpt2"
+                )
         if self.split_by is not None:
             _check_choice("data.split_by", self.split_by, SPLIT_RULES)
         if self.split_by is not None and self.corpus == "file":
@@ -150,7 +155,7 @@ class DataConfig:
                 f"data.split_by={self.split_by} applies to folder corpora: a file corpus holds out its last "
                 "data.test_fraction of the characters"
             )
-        if self.split_by == "choice" and self.corpus == "records":
+        if self.split_by == "choice" and self.corpus in ("records", "shards"):
             raise DataError(
                 f"data={self.name} splits its records by a hash of their ids: data.split_by=choice is not allowed"
             )
@@ -158,8 +163,8 @@ class DataConfig:
             for name in RECORD_FIELDS:
                 if getattr(self, name) != RECORD_DEFAULTS[name]:
                     raise DataError(
-                        f"data.{name}={getattr(self, name)!r} applies to records corpora only (data=jsonl, parquet, "
-                        f"hf or llmc), not data={self.name}"
+                        f"data.{name}={getattr(self, name)!r} applies to records corpora only (data=jsonl, parquet "
+                        f"or hf), not data={self.name}"
                     )
         if self.split_unit == "tokens" and self.tokenizer.needs_fitting:
             raise DataError(

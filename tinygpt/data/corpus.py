@@ -8,7 +8,8 @@ current folder when it exists there (the README's ``data.path=my.txt``), else un
 A file corpus is one document. A directory corpus is the files matching `data.glob`, each one document, always
 in sorted name order, so the concatenated text and every seeded choice of documents are the same on every
 machine whatever order the file system lists them in. A records corpus (JSONL, Parquet, a dataset) is split as it
-is read, record by record, into three files, one per split (tinygpt/data/records.py): its documents are those.
+is read, record by record, into three files, one per split (tinygpt/data/records.py): its documents are those; a
+shards corpus (llm.c's token shards) likewise into three files of ids (tinygpt/data/shards.py).
 """
 
 from __future__ import annotations
@@ -23,13 +24,15 @@ from tinygpt.data.errors import DataError
 from tinygpt.data.prepared import scan_documents
 from tinygpt.data.records import SPLITS, record_store
 from tinygpt.data.root import DataRoot
+from tinygpt.data.shards import store_counts, token_store
 from tinygpt.data.sources import GENERIC_CORPORA, NAMED_CORPORA, NamedCorpus
+from tinygpt.data.tokenizers import build_tokenizer
 
 
 @dataclass(frozen=True)
 class Corpus:
     name: str
-    kind: str  # "file" or "dir"
+    kind: str  # data.corpus: file | dir | records | shards
     location: Path
     documents: tuple[Document, ...]
     checksummed: bool  # True for named corpora: every file matched its published sha256
@@ -64,6 +67,13 @@ def open_corpus(config: DataConfig, root: DataRoot) -> Corpus:
     if config.corpus == "records":  # one document per split, written once from the records (tinygpt/data/records.py)
         store = record_store(location, config)
         documents = scan_documents([(f"{split}.txt", store / f"{split}.txt") for split in SPLITS])
+    elif config.corpus == "shards":  # one file of ids per split, written once from the shards (tinygpt/data/shards.py)
+        store = token_store(location, config, build_tokenizer(config.tokenizer, [], root))
+        counts = store_counts(store)
+        documents = [
+            Document(f"{split}.ids", store / f"{split}.ids", counts[split]["chars"], counts[split]["bytes"])
+            for split in SPLITS
+        ]
     elif config.corpus == "file":
         documents = _file_documents(location, config)
     else:

@@ -25,6 +25,7 @@ from torch.utils.data import DataLoader, Subset
 
 from tinygpt.common.progress import Progress
 from tinygpt.common.typed import typed
+from tinygpt.data import shards
 from tinygpt.data.batches import SAMPLER_VERSION, RandomWindows, TrainBatches
 from tinygpt.data.config import DataConfig, text_settings
 from tinygpt.data.corpus import Corpus, open_corpus
@@ -112,7 +113,8 @@ class TextDataModule(L.LightningDataModule):
         self._check_window("train", len(splits.train), corpus)
         if splits.dev is not None:
             self._check_window("dev", len(splits.dev), corpus)
-        if plan.test and total_bytes(plan.test) < self.context_length + 1:  # no tokenizer has more tokens than bytes
+        # no tokenizer has more tokens than bytes (a shards corpus's held-out ids are counted when they are scored)
+        if plan.test and corpus.kind != "shards" and total_bytes(plan.test) < self.context_length + 1:
             raise DataError(
                 f"the held-out split of {corpus.location} has {total_bytes(plan.test)} bytes, fewer than one "
                 f"window of {self.context_length + 1} tokens; raise data.test_fraction / choose longer test "
@@ -255,10 +257,13 @@ class TextDataModule(L.LightningDataModule):
                 "this data config has no held-out split (data.test_fraction=0 or data.test_k=0 with no "
                 "data.test_documents); score the dev split instead"
             )
-        segments = _read(plan.test)
-        unseen = sum(self.tokenizer.unseen_count(text) for _, text in segments)
-        test = encode_segments(self.tokenizer, segments)
-        del segments
+        if self.prepared.corpus.kind == "shards":  # ids already (tinygpt/data/shards.py)
+            test, unseen = shards.encoded_split(plan.test[0].path, self.tokenizer), 0
+        else:
+            segments = _read(plan.test)
+            unseen = sum(self.tokenizer.unseen_count(text) for _, text in segments)
+            test = encode_segments(self.tokenizer, segments)
+            del segments
         self._check_window("held-out", len(test), self.prepared.corpus)
         self._heldout_stats = {"tokens": len(test), "unseen_chars": unseen, "documents": list(test.documents)}
         return self._windows_loader(test)
@@ -336,6 +341,7 @@ class TextDataModule(L.LightningDataModule):
             },
             "train_fraction": config.fraction,
             **({"records": store_counts(p.corpus.documents[0].path.parent)} if p.corpus.kind == "records" else {}),
+            **({"shards": shards.store_counts(p.corpus.documents[0].path.parent)} if p.corpus.kind == "shards" else {}),
             "held_out_documents": list(p.plan.test_documents),
             "dev_documents": list(p.plan.dev_documents),
             "splits": splits,
@@ -371,9 +377,12 @@ class TextDataModule(L.LightningDataModule):
             more = f", ... ({len(docs):,} in all: run.json lists them)" if len(docs) > 8 else ""
             listed = ", ".join(docs[:8]) + more
             shown = "" if corpus["kind"] != "dir" or name == "train" else f"; documents {listed}"
-            count = (
-                f"{d['records']['splits'][name]['records']:,} records" if "records" in d else f"{len(docs)} document(s)"
-            )
+            if "records" in d:
+                count = f"{d['records']['splits'][name]['records']:,} records"
+            elif "shards" in d:
+                count = f"{d['shards'][name]['documents']:,} documents of the shards"
+            else:
+                count = f"{len(docs)} document(s)"
             lines.append(f"  {name:5s}: {split['chars']:,} chars, {split['bytes']:,} bytes, {tokens}, {count}{shown}")
         if config.tokenizer.name == "char" and splits["dev"] is not None:
             lines.append(f"  dev characters unseen in train (id 0): {d['unseen_dev_chars']:,}")
@@ -403,11 +412,12 @@ def _split_summary(documents, chars: int, n_bytes: int, tokens: int | None) -> d
 
 
 def _describe_split_rules(config: DataConfig) -> str:
-    if config.corpus == "records":
+    if config.corpus in ("records", "shards"):
+        what, unit = ("records", "characters") if config.corpus == "records" else ("documents of the shards", "ids")
         dev = f"dev = the next {config.dev_fraction:.0%}" if config.dev != "none" else "no dev split"
         return (
-            f"records by a hash of their ids (split_seed={config.split_seed}): test = {config.test_fraction:.0%} of "
-            f"them; {dev}; train = the rest (the first {config.fraction:.0%} of its characters)"
+            f"{what} by a hash of their ids (split_seed={config.split_seed}): test = {config.test_fraction:.0%} of "
+            f"them; {dev}; train = the rest (the first {config.fraction:.0%} of its {unit})"
         )
     hashed = f"a hash of their names (split_seed={config.split_seed})"
     if config.corpus == "file":
@@ -446,7 +456,7 @@ def prepare_corpus(
         raise DataError(f"the dev split of {corpus.location} is empty; raise data.dev_fraction or data.dev_k")
     splits = prepare(
         _description(config, corpus, tokenizer),
-        lambda: _encode(config, plan, root, tokenizer),
+        lambda: _encode(config, corpus, plan, root, tokenizer),
         None if tokenizer is None else tokenizer.to_json(),
     )
     return root, corpus, plan, splits
@@ -469,9 +479,15 @@ def _description(config: DataConfig, corpus: Corpus, given: Tokenizer | None) ->
     }
 
 
-def _encode(config: DataConfig, plan: SplitPlan, root: DataRoot, given: Tokenizer | None) -> Encoded:
+def _encode(config: DataConfig, corpus: Corpus, plan: SplitPlan, root: DataRoot, given: Tokenizer | None) -> Encoded:
     """The splits encoded from the corpus (a prepared folder's contents): the tokenizer fitted on the train split
-    only, the train split piece by piece, the dev split whole."""
+    only, the train split piece by piece, the dev split whole; a shards corpus's ids as they are."""
+    if corpus.kind == "shards":  # GPT-2 ids already: copied, with their bytes from the tables (tinygpt/data/shards.py)
+        tokenizer = given or build_tokenizer(config.tokenizer, [], root)
+        dev = shards.encoded_split(plan.dev[0].path, tokenizer) if plan.dev else None
+        train = shards.train_chunks(plan.train[0].path, tokenizer, config.fraction)
+        extra = {"fit_full_chars": total_chars(plan.fit_full), "fit_full_bytes": total_bytes(plan.fit_full)}
+        return Encoded(tokenizer, train, dev, {**extra, "unseen_dev_chars": 0})
     if plan.cut_train_by_tokens:  # split_unit=tokens: a fixed tokenizer, then cuts at token boundaries
         tokenizer = given or build_tokenizer(config.tokenizer, [], root)
         fit_full = encode_segments(tokenizer, _read(plan.fit_full))

@@ -68,7 +68,7 @@ def encode_segments(tokenizer: Tokenizer, segments: Sequence[tuple[str, str]]) -
 class TrainChunk:
     """A chunk of the train split as a prepared folder keeps it: its ids, and the characters and bytes it covers."""
 
-    ids: np.ndarray  # int64
+    ids: np.ndarray  # integer ids: int64 as encoded here, uint16 as an llm.c shard holds them (data/shards.py)
     chars: int
     bytes: int
     documents: tuple[str, ...]

@@ -1,6 +1,5 @@
-"""Corpora of records (JSONL, Parquet, a Hugging Face ``datasets`` dataset, llm.c's ``.bin`` token shards): each
-record's text is one document, sent to train, dev or test by a seeded hash of its id, and written once into three
-UTF-8 files.
+"""Corpora of records (JSONL, Parquet, a Hugging Face ``datasets`` dataset): each record's text is one document,
+sent to train, dev or test by a seeded hash of its id, and written once into three UTF-8 files.
 
 Why a hash: the corpora people move on to (TinyStories, FineWeb samples, their own JSONL dumps) hold millions of
 records. A seeded choice of ``test_k`` whole documents (a folder corpus's rule) would hold out two stories of two
@@ -8,8 +7,9 @@ million, and a choice needs the whole list first. A record's split here depends 
 alone: ``test`` when ``hash < test_fraction``, ``dev`` when below ``test_fraction + dev_fraction``, else ``train``.
 So the shares scale with the corpus, no pass over the whole corpus is needed to decide one record, and a record
 keeps its split when records are added. A record's id is its ``data.id_field`` when one is named, else its place
-in the source (``<file>:<line>`` for JSONL, ``<file>:<row>`` for Parquet, the row number of a dataset,
-``<file>:<n>`` for the n-th document of a token shard), which is stable as long as records are only appended.
+in the source (``<file>:<line>`` for JSONL, ``<file>:<row>`` for Parquet, the row number of a dataset), which is
+stable as long as records are only appended. (llm.c's token shards are split by the same hash, as tokens:
+tinygpt/data/shards.py.)
 
 Why three files: the rest of tinygpt's data path reads documents from files, by byte range (the held-out text is
 read only when it is scored, training maps its tokens: tinygpt/data/prepared.py). Written once into
@@ -37,8 +37,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from tinygpt.common.files import write_json_atomic
 from tinygpt.common.progress import Progress
 from tinygpt.data.config import DataConfig
@@ -64,7 +62,9 @@ def split_of(record_id: str, seed: int, test_fraction: float, dev_fraction: floa
 # -- the readers: (config, location) -> the source's identity, and its records as (id, text) -------------------
 
 
-def _files(location: Path, config: DataConfig, default_glob: str) -> list[Path]:
+def source_files(location: Path, config: DataConfig, default_glob: str) -> list[Path]:
+    """The source's files: data.path itself, or the files under it matching data.glob (else ``default_glob``), in
+    sorted name order."""
     if location.is_file():
         return [location]
     if not location.is_dir():
@@ -102,7 +102,7 @@ def _record_text(record: Any, where: str, config: DataConfig) -> tuple[str | Non
 
 def _jsonl_records(location: Path, config: DataConfig) -> Iterator[tuple[str, str]]:
     root = location if location.is_dir() else location.parent
-    for path in _files(location, config, "*.jsonl"):
+    for path in source_files(location, config, "*.jsonl"):
         name = path.relative_to(root).as_posix()
         with path.open("rb") as file:
             for number, line in enumerate(file, start=1):
@@ -124,7 +124,7 @@ def _parquet_records(location: Path, config: DataConfig) -> Iterator[tuple[str, 
         raise DataError("data=parquet needs pyarrow: pip install 'tinygpt[datasets]'") from None
     root = location if location.is_dir() else location.parent
     columns = [config.text_field] + ([config.id_field] if config.id_field else [])
-    for path in _files(location, config, "*.parquet"):
+    for path in source_files(location, config, "*.parquet"):
         name = path.relative_to(root).as_posix()
         source = pq.ParquetFile(path)
         missing = [c for c in columns if c not in source.schema_arrow.names]
@@ -183,53 +183,8 @@ def _hf_records(location: Path, config: DataConfig) -> Iterator[tuple[str, str]]
             row += 1
 
 
-LLMC_MAGIC, LLMC_VERSION, LLMC_HEADER_INTS = 20240520, 1, 256  # llm.c's token shards (its dev/data/data_common.py)
-GPT2_EOT = 50256  # <|endoftext|>: llm.c's fineweb.py and tinyshakespeare.py start every document with it
-
-
-def read_shard(path: Path) -> np.ndarray:
-    """The GPT-2 token ids of an llm.c / modded-nanogpt ``.bin`` shard (a header of 256 int32: magic 20240520,
-    version 1, the token count; then the tokens as uint16), memory-mapped; anything else is refused in one line
-    naming the file and what differs."""
-    header = np.fromfile(path, dtype="<i4", count=LLMC_HEADER_INTS)
-    if header.size < LLMC_HEADER_INTS or header[0] != LLMC_MAGIC:
-        found = int(header[0]) if header.size else None
-        raise DataError(f"{path}: not an llm.c token shard (magic {found}, expected {LLMC_MAGIC})")
-    if header[1] != LLMC_VERSION:
-        raise DataError(f"{path}: llm.c shard version {int(header[1])}, this tinygpt reads version {LLMC_VERSION}")
-    count, size = int(header[2]), path.stat().st_size
-    if size != 4 * LLMC_HEADER_INTS + 2 * count:
-        raise DataError(
-            f"{path}: its header says {count:,} tokens ({4 * LLMC_HEADER_INTS + 2 * count:,} bytes), the file holds "
-            f"{size:,} bytes (truncated?)"
-        )
-    tokens = np.memmap(path, dtype="<u2", mode="r", offset=4 * LLMC_HEADER_INTS, shape=(count,))
-    if count and int(tokens.max()) > GPT2_EOT:
-        raise DataError(f"{path}: holds token id {int(tokens.max())}, above GPT-2's vocabulary (0..{GPT2_EOT})")
-    return tokens
-
-
-def _llmc_records(location: Path, config: DataConfig) -> Iterator[tuple[str, str]]:
-    """Each document of each shard (the tokens between two <|endoftext|>) decoded to its text with GPT-2's tokenizer:
-    byte-level, so the text is the one the shard was encoded from, and GPT-2 encodes it back to the same ids."""
-    from tinygpt.data.root import resolve_data_root
-    from tinygpt.data.tokenizers import TokenizerConfig, build_tokenizer
-
-    gpt2 = build_tokenizer(TokenizerConfig(name="gpt2"), [], resolve_data_root(config.root))
-    root = location if location.is_dir() else location.parent
-    for path in _files(location, config, "*.bin"):
-        name = path.relative_to(root).as_posix()
-        tokens = read_shard(path)
-        ends = [*np.flatnonzero(tokens == GPT2_EOT).tolist(), len(tokens)]
-        start = 0
-        for number, end in enumerate(ends):
-            if end > start:
-                yield f"{name}:{number}", gpt2.decode(np.asarray(tokens[start:end], dtype=np.int64))
-            start = end + 1
-
-
 def _files_identity(location: Path, config: DataConfig, default_glob: str) -> list:
-    return file_identity(_files(location, config, default_glob))
+    return file_identity(source_files(location, config, default_glob))
 
 
 def _hf_identity(location: Path, config: DataConfig) -> list:
@@ -248,7 +203,6 @@ READERS: dict[str, Reader] = {
     "jsonl": Reader(lambda loc, cfg: _files_identity(loc, cfg, "*.jsonl"), _jsonl_records),
     "parquet": Reader(lambda loc, cfg: _files_identity(loc, cfg, "*.parquet"), _parquet_records),
     "hf": Reader(_hf_identity, _hf_records),
-    "llmc": Reader(lambda loc, cfg: _files_identity(loc, cfg, "*.bin"), _llmc_records),
 }
 
 

@@ -114,7 +114,7 @@ GENERIC_CORPORA = {
     "jsonl": "records",
     "parquet": "records",
     "hf": "records",
-    "llmc": "records",
+    "llmc": "shards",
 }
 
 GPT2_FILES = (

@@ -8,7 +8,8 @@
   or `none`.
 - train: the first `fraction` of fit_full (003's data-fraction runs); dev and test do not change with it.
 - a records corpus (JSONL, Parquet, a dataset) was split record by record by a seeded hash of each record's id,
-  as it was read (tinygpt/data/records.py): its three files are test, dev and fit_full.
+  as it was read (tinygpt/data/records.py): its three files are test, dev and fit_full; a shards corpus likewise,
+  document by document, into three files of ids (tinygpt/data/shards.py), whose train fraction is cut in ids.
 
 With split_unit=chars all cuts are at character positions and are planned here, before anything is read.
 With split_unit=tokens (fixed tokenizers only, 000's setup) the test split is still cut here, by characters,
@@ -53,7 +54,9 @@ class SplitPlan:
 def plan_splits(corpus: Corpus, config: DataConfig) -> SplitPlan:
     documents = [whole(d) for d in corpus.documents]
     if corpus.kind == "records":
-        return _records_plan(documents, config)
+        return _records_plan(documents, config.fraction)
+    if corpus.kind == "shards":  # files of ids: data.fraction is a share of the train ids (tinygpt/data/shards.py)
+        return _records_plan(documents, 1.0)
     if corpus.kind == "file":
         rest, test = split_pieces(documents, int(total_chars(documents) * (1 - config.test_fraction)))
         test_documents: tuple[str, ...] = ()
@@ -90,14 +93,14 @@ def plan_splits(corpus: Corpus, config: DataConfig) -> SplitPlan:
     )
 
 
-def _records_plan(documents: list[Piece], config: DataConfig) -> SplitPlan:
-    """A records corpus's documents are its splits already (train.txt, dev.txt, test.txt, in that order: each
-    record went to one by the hash of its id, tinygpt/data/records.py); train is the first ``fraction`` of
-    train.txt."""
+def _records_plan(documents: list[Piece], fraction: float) -> SplitPlan:
+    """A records or shards corpus's documents are its splits already (train, dev, test, in that order: each record
+    or document went to one by the hash of its id, tinygpt/data/records.py); train is the first ``fraction`` of
+    the train file's characters."""
     train_file, dev_file, test_file = documents
     dev = (dev_file,) if dev_file.chars else ()
     test = (test_file,) if test_file.chars else ()
-    train = split_pieces([train_file], int(train_file.chars * config.fraction))[0]
+    train = split_pieces([train_file], int(train_file.chars * fraction))[0]
     return SplitPlan(
         test=test,
         rest=(train_file, *dev),

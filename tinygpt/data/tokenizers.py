@@ -245,6 +245,11 @@ class ByteLevelBPETokenizer(Tokenizer):
     def vocab_size(self) -> int:
         return self.hf.get_vocab_size(with_added_tokens=True)
 
+    def token_lengths(self) -> tuple[np.ndarray, np.ndarray]:
+        """(UTF-8 bytes, characters that start) of every id, indexed by id: what bits per byte counts for ids that
+        were encoded elsewhere (llm.c's token shards: tinygpt/data/shards.py). Copies, for the caller to change."""
+        return self._token_bytes.copy(), self._token_chars.copy()
+
     def _offsets(self, encoding) -> Offsets:
         ids = np.asarray(encoding.ids, dtype=np.int64)
         return (

@@ -1,0 +1,229 @@
+"""llm.c / modded-nanogpt token shards, read as they stand: GPT-2 ids split by document, never decoded.
+
+Why: prepared FineWeb and TinyStories shards in llm.c's ``.bin`` format (a header of 256 int32: magic 20240520,
+version 1, the token count; then GPT-2 ids as uint16) are passed around and trained on as they are. Decoding them
+to text and encoding it again would cost GPT-2's encoding speed for ids that are already there, and would lose what
+llm.c's tokens hold between documents: every document starts with ``<|endoftext|>``, which the model learns to
+predict. Here the ids are copied, never re-tokenized, at the speed of a copy.
+
+Splits: the documents, not the shards, go to train, dev and test, by the seeded hash of their ids that records
+corpora use (tinygpt/data/records.py's ``split_of``: test_fraction, then dev_fraction, of the documents). A
+document starts at an ``<|endoftext|>`` and runs to the next; its id is ``<shard>:<offset of its
+<|endoftext|>>``. llm.c's writers fill each shard to its size, cutting the document in progress, so the tokens
+before a shard's first ``<|endoftext|>`` continue the previous shard's last document and go where it went (in the
+first shard, they are a document of their own, ``<shard>:0``). The shares scale with the corpus, a document keeps
+its split when shards are appended, and a held-out document is never split between held-out and train.
+
+Bits per byte: a GPT-2 id always stands for the same bytes, so each token's UTF-8 bytes and characters are table
+lookups (``token_tables``). ``<|endoftext|>`` stands for no text: 0 bytes, 0 characters, while its loss counts, as it
+does in llm.c's validation: predicting where a document ends is part of coding the corpus.
+
+The store: one streaming pass (a block of ``BLOCK`` tokens at a time, so memory stays bounded whatever the shards'
+size) writes ``<prepared root>/tokens/<fingerprint>/{train,dev,test}.ids`` (uint16, documents in the shards'
+order) and ``tokens.json`` (the counts), keyed by the shards' identity (names, sizes, modification times) and the
+split rule; staging and rename as a records store's, so a killed pass leaves nothing that looks complete. The
+rest of the data path reads the three files as a records corpus's three text files: the train and dev splits
+through the prepared folder (tinygpt/data/prepared.py), the held-out ids only when scored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from tinygpt.common.files import write_json_atomic
+from tinygpt.common.progress import Progress
+from tinygpt.data.config import DataConfig
+from tinygpt.data.encoded import EncodedText, TrainChunk
+from tinygpt.data.errors import DataError
+from tinygpt.data.prepared import file_identity, fingerprint, prepared_root, remove_abandoned
+from tinygpt.data.records import SPLITS, source_files, split_of
+from tinygpt.data.tokenizers import Tokenizer
+
+LLMC_MAGIC, LLMC_VERSION, LLMC_HEADER_INTS = 20240520, 1, 256  # llm.c's token shards (its dev/data/data_common.py)
+GPT2_EOT = 50256  # <|endoftext|>: llm.c's fineweb.py and tinyshakespeare.py start every document with it
+STORE_MANIFEST = "tokens.json"
+BLOCK = 1 << 23  # tokens read, split and counted at a time: 16 MiB of uint16
+
+
+def read_shard(path: Path) -> np.ndarray:
+    """The GPT-2 token ids of an llm.c / modded-nanogpt ``.bin`` shard, memory-mapped; anything else is refused in
+    one line naming the file and what differs."""
+    header = np.fromfile(path, dtype="<i4", count=LLMC_HEADER_INTS)
+    if header.size < LLMC_HEADER_INTS or header[0] != LLMC_MAGIC:
+        found = int(header[0]) if header.size else None
+        raise DataError(f"{path}: not an llm.c token shard (magic {found}, expected {LLMC_MAGIC})")
+    if header[1] != LLMC_VERSION:
+        raise DataError(f"{path}: llm.c shard version {int(header[1])}, this tinygpt reads version {LLMC_VERSION}")
+    count, size = int(header[2]), path.stat().st_size
+    if size != 4 * LLMC_HEADER_INTS + 2 * count:
+        raise DataError(
+            f"{path}: its header says {count:,} tokens ({4 * LLMC_HEADER_INTS + 2 * count:,} bytes), the file holds "
+            f"{size:,} bytes (truncated?)"
+        )
+    tokens = np.memmap(path, dtype="<u2", mode="r", offset=4 * LLMC_HEADER_INTS, shape=(count,))
+    if count and int(tokens.max()) > GPT2_EOT:
+        raise DataError(f"{path}: holds token id {int(tokens.max())}, above GPT-2's vocabulary (0..{GPT2_EOT})")
+    return tokens
+
+
+def token_tables(tokenizer: Tokenizer) -> tuple[np.ndarray, np.ndarray]:
+    """(UTF-8 bytes, characters) of every GPT-2 id, ``<|endoftext|>`` counting none (see the module docstring)."""
+    token_bytes, token_chars = tokenizer.token_lengths()
+    token_bytes[GPT2_EOT] = token_chars[GPT2_EOT] = 0
+    return token_bytes, token_chars
+
+
+def _documents(name: str, tokens: np.ndarray, carried: int | None, config: DataConfig) -> tuple[np.ndarray, ...]:
+    """(starts, split codes, whether each starts a document) of a shard's segments: one at each <|endoftext|>, and
+    the tokens before the first, which continue the previous shard's document (split ``carried``)."""
+    if not tokens.size:
+        return np.zeros(0, np.int64), np.zeros(0, np.uint8), np.zeros(0, bool)
+    eots = np.flatnonzero(tokens == GPT2_EOT)
+    starts = eots if eots.size and eots[0] == 0 else np.concatenate([[0], eots]).astype(np.int64)
+    dev_fraction = config.dev_fraction if config.dev != "none" else 0.0
+    codes = np.array(
+        [
+            SPLITS.index(split_of(f"{name}:{start}", config.split_seed, config.test_fraction, dev_fraction))
+            for start in starts
+        ],
+        dtype=np.uint8,
+    )
+    new = np.ones(starts.size, dtype=bool)
+    if starts.size and starts[0] == 0 and tokens.size and tokens[0] != GPT2_EOT and carried is not None:
+        codes[0], new[0] = carried, False
+    return starts, codes, new
+
+
+def store_description(location: Path, config: DataConfig) -> dict:
+    """What decides a store's contents: the shards as they are on disk and the split rule."""
+    return {
+        "shards": file_identity(source_files(location, config, "*.bin")),
+        "split_seed": config.split_seed,
+        "test_fraction": config.test_fraction,
+        "dev_fraction": config.dev_fraction if config.dev != "none" else 0.0,
+    }
+
+
+def token_store(location: Path, config: DataConfig, tokenizer: Tokenizer) -> Path:
+    """The folder holding the shards' train.ids, dev.ids and test.ids: found (and checked), or written now."""
+    paths = source_files(location, config, "*.bin")
+    description = store_description(location, config)
+    folder = prepared_root() / "tokens" / fingerprint(description)
+    if (folder / STORE_MANIFEST).exists():
+        check_store(folder)
+        return folder
+    for path in paths:  # every header checked before anything is written
+        read_shard(path)
+    token_bytes, token_chars = token_tables(tokenizer)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    remove_abandoned(folder)
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.{os.getpid()}.", dir=folder.parent))
+    root = location if location.is_dir() else location.parent
+    counts = {split: {"tokens": 0, "documents": 0, "bytes": 0, "chars": 0} for split in SPLITS}
+    try:
+        files = [(staging / f"{split}.ids").open("wb") for split in SPLITS]
+        total = sum(int(read_shard(path).size) for path in paths)
+        progress = Progress(f"splitting the token shards of {config.path}", total, unit="tokens", rate=True)
+        done, carried = 0, None
+        try:
+            for path in paths:
+                tokens = read_shard(path)
+                starts, codes, new = _documents(path.relative_to(root).as_posix(), tokens, carried, config)
+                for code in range(len(SPLITS)):
+                    counts[SPLITS[code]]["documents"] += int((new & (codes == code)).sum())
+                bounds = np.append(starts, tokens.size)
+                for begin in range(0, tokens.size, BLOCK):
+                    end = min(tokens.size, begin + BLOCK)
+                    first = int(np.searchsorted(bounds, begin, side="right")) - 1
+                    last = int(np.searchsorted(bounds, end, side="left"))
+                    lengths = np.minimum(bounds[first + 1 : last + 1], end) - np.maximum(bounds[first:last], begin)
+                    code = np.repeat(codes[first:last], lengths)
+                    block = np.asarray(tokens[begin:end])
+                    for index, split in enumerate(SPLITS):
+                        kept = block[code == index]
+                        files[index].write(kept.astype("<u2").tobytes())
+                        counts[split]["tokens"] += int(kept.size)
+                        counts[split]["bytes"] += int(token_bytes[kept].sum())
+                        counts[split]["chars"] += int(token_chars[kept].sum())
+                    done += end - begin
+                    progress.update(done)
+                if codes.size:
+                    carried = int(codes[-1])
+            for file in files:  # on disk before the folder is renamed into place
+                file.flush()
+                os.fsync(file.fileno())
+        finally:
+            for file in files:
+                file.close()
+        if not counts["train"]["tokens"]:
+            raise DataError(f"data.path={config.path}: no document of the shards went to the train split")
+        write_json_atomic(staging / STORE_MANIFEST, {**description, "splits": counts})
+        try:
+            staging.rename(folder)
+        except OSError:  # another process wrote the same store meanwhile: its files are the same
+            shutil.rmtree(staging, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return folder
+
+
+def store_counts(folder: Path) -> dict:
+    """Each split's tokens, documents, bytes and characters, as the store's manifest holds them."""
+    return json.loads((folder / STORE_MANIFEST).read_text())["splits"]
+
+
+def check_store(folder: Path) -> None:
+    """A store's files must hold the tokens its manifest says: refused in one line naming the file."""
+    try:
+        expected = {split: 2 * int(counts["tokens"]) for split, counts in store_counts(folder).items()}
+    except (OSError, ValueError, KeyError, TypeError):
+        raise DataError(f"{folder / STORE_MANIFEST} is unreadable; delete {folder} to split the shards again") from None
+    for split, size in expected.items():
+        path = folder / f"{split}.ids"
+        actual = path.stat().st_size if path.exists() else None
+        if actual != size:
+            raise DataError(
+                f"token file {path} holds {actual if actual is not None else 'no'} bytes, its manifest says "
+                f"{size:,}; delete {folder} to split the shards again"
+            )
+
+
+def split_ids(path: Path) -> np.ndarray:
+    """A store's split file as a read-only memmap of uint16 ids."""
+    if path.stat().st_size == 0:
+        return np.zeros(0, dtype=np.uint16)
+    return np.memmap(path, dtype="<u2", mode="r")
+
+
+def encoded_split(path: Path, tokenizer: Tokenizer) -> EncodedText:
+    """A dev or held-out split file as scoring reads it: each token's bytes and characters from the tables, one
+    document (the file: per-document scores are per split, as a records corpus's)."""
+    token_bytes, token_chars = token_tables(tokenizer)
+    ids = np.asarray(split_ids(path), dtype=np.int64)
+    return EncodedText(
+        torch.from_numpy(ids),
+        torch.from_numpy(token_bytes[ids]),
+        torch.from_numpy(token_chars[ids]),
+        torch.zeros(ids.size, dtype=torch.long),
+        (path.name,),
+    )
+
+
+def train_chunks(path: Path, tokenizer: Tokenizer, fraction: float) -> Iterator[TrainChunk]:
+    """The first ``fraction`` of the train file's ids, a block at a time, with the bytes and characters they
+    stand for: what the prepared folder's train.ids is written from."""
+    token_bytes, token_chars = token_tables(tokenizer)
+    ids = split_ids(path)
+    keep = int(ids.size * fraction)
+    for begin in range(0, keep, BLOCK):
+        block = np.asarray(ids[begin : min(keep, begin + BLOCK)])
+        yield TrainChunk(block, int(token_chars[block].sum()), int(token_bytes[block].sum()), (path.name,))
