@@ -21,8 +21,10 @@ from conftest import REPO
 
 from tinygpt.data import TextDataModule
 from tinygpt.data import datamodule as datamodule_module
+from tinygpt.data import encoded as encoded_module
 from tinygpt.data import prepared as prepared_module
 from tinygpt.data.batches import RandomWindows
+from tinygpt.data.documents import read_chunks
 from tinygpt.data.encoded import encode_segments
 from tinygpt.data.errors import DataError
 from tinygpt.data.prepared import MANIFEST, ids_dtype, read_prepared
@@ -147,7 +149,7 @@ def test_a_damaged_folder_is_refused_in_one_line_naming_the_file(corpus, prepare
 
 
 def test_a_prepare_that_fails_midway_leaves_no_folder_and_the_next_run_finishes_it(corpus, prepared_dir, monkeypatch):
-    real = datamodule_module.encode_train_chunk
+    real = encoded_module.encode_train_chunk
     calls = []
 
     def fail_on_the_third_piece(tokenizer, document, text):
@@ -156,20 +158,20 @@ def test_a_prepare_that_fails_midway_leaves_no_folder_and_the_next_run_finishes_
             raise KeyboardInterrupt
         return real(tokenizer, document, text)
 
-    monkeypatch.setattr(datamodule_module, "encode_train_chunk", fail_on_the_third_piece)
+    monkeypatch.setattr(encoded_module, "encode_train_chunk", fail_on_the_third_piece)
     with pytest.raises(KeyboardInterrupt):
         module(corpus)
     # no prepared folder, not even the staging one (the corpus's scan is kept: it is complete)
     assert [p.name for p in prepared_dir.iterdir()] == ["scans"]
-    monkeypatch.setattr(datamodule_module, "encode_train_chunk", real)
+    monkeypatch.setattr(encoded_module, "encode_train_chunk", real)
     assert module(corpus).prepared.written
 
 
 KILLED = """
 import os, sys, time
 from tinygpt.data import TextDataModule
-from tinygpt.data import datamodule
-real = datamodule.encode_train_chunk
+from tinygpt.data import encoded
+real = encoded.encode_train_chunk
 calls = []
 def slow(tokenizer, document, text):
     calls.append(1)
@@ -177,7 +179,7 @@ def slow(tokenizer, document, text):
         print("midway", flush=True)
         time.sleep(60)
     return real(tokenizer, document, text)
-datamodule.encode_train_chunk = slow
+encoded.encode_train_chunk = slow
 config = dict(name="textdir", corpus="dir", path=sys.argv[1], glob="*.txt", test_k=1, dev="documents", dev_k=1)
 TextDataModule(config, context_length=16, seed=0).setup()
 """
@@ -199,6 +201,26 @@ def test_a_prepare_killed_mid_shard_reruns_to_the_same_bytes(corpus, prepared_di
     fresh = module(corpus).prepared.folder
     for name in ("train.ids", "dev.ids", "dev.bytes", "dev.chars", "dev.doc", "tokenizer.json"):
         assert (rerun.folder / name).read_bytes() == (fresh / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("tokenizer", ["char", "bpe"])
+def test_a_corpus_prepared_in_several_processes_is_byte_identical_to_one_prepared_in_one(
+    corpus, tmp_path, monkeypatch, tokenizer
+):
+    """data.num_proc=3 encodes the train split's chunks in three processes (one long document in many chunks,
+    and the short ones): every file of the folder, manifest included, is the same as this process's."""
+    (corpus / "long.txt").write_text(
+        "".join(f"line {i}: the time traveller, {i * 7 % 13} ways.\n" for i in range(3000))
+    )
+    monkeypatch.setattr(read_chunks, "__defaults__", (4096,))  # ~30 chunks of the long document
+
+    def prepare(where: str, processes: int) -> dict[str, bytes]:
+        monkeypatch.setenv("TINYGPT_PREPARED", str(tmp_path / where))
+        folder = module(corpus, tokenizer=tokenizer, num_proc=processes).prepared.folder
+        return {path.name: path.read_bytes() for path in sorted(folder.iterdir())}
+
+    one, several = prepare("one", 1), prepare("several", 3)
+    assert several == one and len(np.frombuffer(one["train.ids"], np.uint16)) > 30_000
 
 
 def test_tinygpt_prepare_writes_the_folder_a_run_then_maps(corpus, prepared_dir, tmp_path):

@@ -59,6 +59,7 @@ EXECUTION = (
     "progress",
     "callbacks",  # their settings are the run's own keys (conf/callbacks/), recorded there
     "data.root",
+    "data.num_proc",
 )
 
 

@@ -78,6 +78,9 @@ class DataConfig:
     split_unit: str = "chars"  # chars | tokens (tokens needs a tokenizer fixed in advance: bytes, gpt2)
     batch_size: int = 32
     eval_batch_size: int = 32
+    # processes that encode the train split when it is prepared (datasets' num_proc): 1 = this process, on all
+    # cores through tokenizers' threads. The prepared folder is the same whatever the number.
+    num_proc: int = 1
     fraction: float | int | str = 1.0  # a number in (0, 1] or quarter | half | full; a float once constructed
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
     # records corpora (data=jsonl | parquet | hf: tinygpt/data/records.py): each record's text one document, its
@@ -106,7 +109,7 @@ class DataConfig:
         _check_unit_interval("data.dev_fraction", self.dev_fraction, allow_zero=False)
         for name in ("test_k", "split_seed"):
             _check_int(f"data.{name}", getattr(self, name), minimum=0)
-        for name in ("dev_k", "batch_size", "eval_batch_size"):
+        for name in ("dev_k", "batch_size", "eval_batch_size", "num_proc"):
             _check_int(f"data.{name}", getattr(self, name), minimum=1)
         if not all(self.test_documents):
             raise DataError(f"data.test_documents={list(self.test_documents)}: expected non-empty file names")
@@ -205,7 +208,7 @@ RECORD_FIELDS = ("text_field", "id_field", "dataset_split", "dataset_config")
 RECORD_DEFAULTS = {f.name: f.default for f in fields(DataConfig) if f.name in RECORD_FIELDS}
 
 # where the files are read from, and how a model batches and tokenizes the text: not what the text is
-NOT_TEXT = ("root", "batch_size", "eval_batch_size", "tokenizer")
+NOT_TEXT = ("root", "batch_size", "eval_batch_size", "tokenizer", "num_proc")
 
 
 def text_settings(config: DataConfig) -> dict[str, Any]:

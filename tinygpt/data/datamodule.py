@@ -30,7 +30,7 @@ from tinygpt.data.batches import SAMPLER_VERSION, RandomWindows, TrainBatches
 from tinygpt.data.config import DataConfig, text_settings
 from tinygpt.data.corpus import Corpus, open_corpus
 from tinygpt.data.documents import Piece, read_chunks, read_piece, total_bytes, total_chars
-from tinygpt.data.encoded import EncodedText, TrainChunk, encode_segments, encode_train_chunk
+from tinygpt.data.encoded import EncodedText, TrainChunk, encode_segments, encode_train_chunks
 from tinygpt.data.errors import DataError
 from tinygpt.data.prepared import Encoded, PreparedSplits, TrainTokens, file_identity, prepare
 from tinygpt.data.records import store_counts
@@ -510,7 +510,7 @@ def _encode(config: DataConfig, corpus: Corpus, plan: SplitPlan, root: DataRoot,
         "unseen_dev_chars": unseen_dev,
     }
     progress = Progress("encoding the train split", total_chars(plan.train), unit="characters", rate=True)
-    return Encoded(tokenizer, _encoded_chunks(tokenizer, plan.train, progress), dev, extra)
+    return Encoded(tokenizer, _encoded_chunks(tokenizer, plan.train, progress, config.num_proc), dev, extra)
 
 
 def _chunks(pieces: tuple[Piece, ...]) -> Iterator[tuple[str, str]]:
@@ -543,9 +543,11 @@ def _fit_texts(pieces: tuple[Piece, ...], config: DataConfig) -> Iterator[str]:
         yield first
 
 
-def _encoded_chunks(tokenizer: Tokenizer, pieces: tuple[Piece, ...], progress: Progress) -> Iterator[TrainChunk]:
+def _encoded_chunks(
+    tokenizer: Tokenizer, pieces: tuple[Piece, ...], progress: Progress, processes: int
+) -> Iterator[TrainChunk]:
     done = 0
-    for name, text in _chunks(pieces):
-        yield encode_train_chunk(tokenizer, name, text)
-        done += len(text)
+    for chunk in encode_train_chunks(tokenizer, _chunks(pieces), processes):
+        yield chunk
+        done += chunk.chars
         progress.update(done)

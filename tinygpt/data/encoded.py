@@ -7,14 +7,18 @@ for per-document scores. Each document piece is encoded on its own, so no token 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import multiprocessing
+import os
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from tinygpt.data.documents import split_text
-from tinygpt.data.tokenizers import Tokenizer
+from tinygpt.data.tokenizers import Tokenizer, tokenizer_from_json
 
 
 @dataclass(frozen=True)
@@ -89,3 +93,47 @@ def encode_train_chunk(tokenizer: Tokenizer, document: str, text: str) -> TrainC
     return TrainChunk(
         np.concatenate(ids) if ids else np.zeros(0, np.int64), len(text), len(text.encode("utf-8")), (document,)
     )
+
+
+_worker_tokenizer: Tokenizer | None = None  # an encoding process's own copy (encode_train_chunks)
+
+
+def _start_worker(tokenizer_json: str) -> None:
+    """An encoding process: one thread (``tokenizers``' own switch, which the numpy encoders follow too), since
+    its siblings take the other cores."""
+    global _worker_tokenizer
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    _worker_tokenizer = tokenizer_from_json(tokenizer_json)
+
+
+def _encode_in_worker(document: str, text: str) -> TrainChunk:
+    assert _worker_tokenizer is not None
+    return encode_train_chunk(_worker_tokenizer, document, text)
+
+
+def encode_train_chunks(
+    tokenizer: Tokenizer, chunks: Iterable[tuple[str, str]], processes: int
+) -> Iterator[TrainChunk]:
+    """The train split's (document, text) chunks encoded, in order: in this process (a chunk's parts on all cores,
+    ``encode_train_chunk``) when ``processes`` is 1, else in that many processes, a chunk each, one thread each
+    (``data.num_proc``). Processes also run what one process's threads cannot: a folder of short documents is a
+    chunk a document, each too short to cut into parts, so in one process it is encoded on one core; and cutting a
+    chunk and gathering its ids run beside the other chunks' encoding instead of between them. At most two chunks
+    a process are in flight, so memory stays bounded; the ids are the same either way (the chunks and their order
+    do not change, and a chunk's ids are those of the chunk whole)."""
+    if processes <= 1:
+        for document, text in chunks:
+            yield encode_train_chunk(tokenizer, document, text)
+        return
+    # fork where there is one: spawn and forkserver import the caller's main module again in every process, which
+    # a script without a __main__ guard (a Python API user's) cannot survive. The processes only encode with numpy
+    # and tokenizers, whose own threads a fork turns off (its atfork handler), as TOKENIZERS_PARALLELISM does.
+    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+    with ProcessPoolExecutor(processes, context, initializer=_start_worker, initargs=(tokenizer.to_json(),)) as pool:
+        pending: deque[Future] = deque()
+        for document, text in chunks:
+            pending.append(pool.submit(_encode_in_worker, document, text))
+            if len(pending) >= 2 * processes:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()

@@ -91,6 +91,8 @@ def _on_all_cores(encode: Callable[[str], np.ndarray], texts: Sequence[str]) -> 
     the GIL, so the numpy encoders (char, bytes) run the parts of a chunk side by side, as ``encode_batch`` runs a
     Hugging Face tokenizer's (1.9x on 2 cores for char ids, measured on 32 MiB of Shakespeare)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if os.environ.get("TOKENIZERS_PARALLELISM", "").lower() in ("false", "0"):  # tokenizers' own switch, as in Rust
+        cores = 1
     if len(texts) < 2 or cores < 2:
         return [encode(text) for text in texts]
     with ThreadPoolExecutor(min(cores, len(texts))) as pool:

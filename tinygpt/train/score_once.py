@@ -50,6 +50,7 @@ NOT_RECIPE = (
     "callbacks",
     "score_once",
     "data.root",
+    "data.num_proc",
     "trainer.devices",
     "trainer.accelerator",
     "trainer.enable_progress_bar",
