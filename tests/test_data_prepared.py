@@ -223,6 +223,22 @@ def test_a_corpus_prepared_in_several_processes_is_byte_identical_to_one_prepare
     assert several == one and len(np.frombuffer(one["train.ids"], np.uint16)) > 30_000
 
 
+def test_several_processes_work_from_a_script_without_a_main_guard(corpus, prepared_dir, tmp_path):
+    """A Python API user's script rarely has ``if __name__ == "__main__"``: processes that import the main module
+    again (spawn) would start the prepare again in each of them, and it never finishes."""
+    script = tmp_path / "my_prepare.py"
+    script.write_text(
+        "import sys\nfrom tinygpt.data import TextDataModule\n"
+        "config = dict(name='textdir', corpus='dir', path=sys.argv[1], glob='*.txt', test_k=1, num_proc=2)\n"
+        "TextDataModule(config, context_length=16, seed=0).setup()\nprint('prepared')\n"
+    )
+    env = {**os.environ, "TINYGPT_PREPARED": str(prepared_dir)}
+    done = subprocess.run(
+        [sys.executable, str(script), str(corpus)], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "prepared", done.stderr[-2000:]
+
+
 def test_tinygpt_prepare_writes_the_folder_a_run_then_maps(corpus, prepared_dir, tmp_path):
     """The program over the same data settings as training: the first call encodes, the second and a run's set-up
     map the same folder; a bad path is refused in one line, nothing written."""
