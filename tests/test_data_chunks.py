@@ -125,6 +125,30 @@ def test_a_corpus_prepared_in_chunks_trains_on_the_same_tokens(tmp_path, monkeyp
     assert chunked_tokenizer == whole_tokenizer and np.array_equal(chunked, whole_ids)
 
 
+@pytest.mark.parametrize("tokenizer", ["char", "gpt2"])
+def test_the_dev_split_encoded_in_chunks_is_the_whole_dev_split_encoded(tmp_path, monkeypatch, tokenizer):
+    """Dev documents read in chunks of 256 bytes and encoded in batches of them: the same ids, bytes, characters and
+    documents as the dev documents encoded whole, a document cut into chunks still one document."""
+    from tinygpt.data import datamodule as datamodule_module
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for i in range(12):
+        (folder / f"d{i:02d}.txt").write_text(TEXT[: 300 + 97 * i], encoding="utf-8")
+    monkeypatch.setenv("TINYGPT_PREPARED", str(tmp_path / "prepared"))
+    monkeypatch.setattr(read_chunks, "__defaults__", (256,))
+    monkeypatch.setattr(datamodule_module, "CHUNK_BYTES", 1000)  # a batch: about four chunks
+    config = {"name": "textdir", "corpus": "dir", "path": str(folder), "glob": "*.txt", "split_by": "hash"}
+    config |= {"dev": "documents", "dev_fraction": 0.5, "test_fraction": 0.1, "tokenizer": {"name": tokenizer}}
+    dm = TextDataModule(config, context_length=16, seed=0)
+    dm.setup()
+    whole = encode_segments(dm.tokenizer, [(p.document, p.path.read_text()) for p in dm.prepared.plan.dev])
+    dev = dm.dev_split
+    assert len(whole.documents) >= 4 and dev.documents == whole.documents
+    for field in ("ids", "token_bytes", "token_chars", "token_doc"):
+        assert torch.equal(getattr(dev, field), getattr(whole, field)), field
+
+
 def test_an_encoding_says_how_far_it_is_and_how_fast():
     now = [0.0]
     progress = Progress("encoding the train split", 10_000_000, clock=lambda: now[0], unit="characters", rate=True)

@@ -108,6 +108,15 @@ def test_a_second_run_maps_the_folder_and_encodes_nothing(corpus, prepared_dir, 
     assert second.prepared.corpus.documents == first.prepared.corpus.documents
 
 
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads Linux's list of the process's mappings")
+def test_the_dev_split_is_mapped_from_its_files_not_read_into_memory(corpus, prepared_dir):
+    folder = module(corpus).prepared.folder  # prepared, then read back as a later run reads it
+    dev = module(corpus).dev_split
+    mapped = Path("/proc/self/maps").read_text()
+    assert all(str(folder / f"dev.{name}") in mapped for name in ("ids", "bytes", "chars", "doc"))
+    assert dev.ids.dtype == torch.long and len(dev) > 16
+
+
 def test_a_changed_file_is_scanned_and_checked_again(corpus, prepared_dir):
     module(corpus)
     (corpus / "doc2.txt").write_bytes(b"Document 2: \xff not UTF-8")

@@ -29,7 +29,7 @@ from tinygpt.data import shards
 from tinygpt.data.batches import SAMPLER_VERSION, RandomWindows, TrainBatches
 from tinygpt.data.config import DataConfig, text_settings
 from tinygpt.data.corpus import Corpus, open_corpus
-from tinygpt.data.documents import Piece, read_chunks, read_piece, total_bytes, total_chars
+from tinygpt.data.documents import CHUNK_BYTES, Piece, read_chunks, read_piece, total_bytes, total_chars
 from tinygpt.data.encoded import EncodedText, TrainChunk, encode_segments, encode_train_chunks
 from tinygpt.data.errors import DataError
 from tinygpt.data.prepared import Encoded, PreparedSplits, TrainTokens, file_identity, prepare
@@ -481,10 +481,10 @@ def _description(config: DataConfig, corpus: Corpus, given: Tokenizer | None) ->
 
 def _encode(config: DataConfig, corpus: Corpus, plan: SplitPlan, root: DataRoot, given: Tokenizer | None) -> Encoded:
     """The splits encoded from the corpus (a prepared folder's contents): the tokenizer fitted on the train split
-    only, the train split piece by piece, the dev split whole; a shards corpus's ids as they are."""
+    only, then the train and dev splits a chunk at a time; a shards corpus's ids as they are."""
     if corpus.kind == "shards":  # GPT-2 ids already: copied, with their bytes from the tables (tinygpt/data/shards.py)
         tokenizer = given or build_tokenizer(config.tokenizer, [], root)
-        dev = shards.encoded_split(plan.dev[0].path, tokenizer) if plan.dev else None
+        dev = shards.encoded_blocks(plan.dev[0].path, tokenizer) if plan.dev else None
         train = shards.train_chunks(plan.train[0].path, tokenizer, config.fraction)
         extra = {"fit_full_chars": total_chars(plan.fit_full), "fit_full_bytes": total_bytes(plan.fit_full)}
         return Encoded(tokenizer, train, dev, {**extra, "unseen_dev_chars": 0})
@@ -494,23 +494,45 @@ def _encode(config: DataConfig, corpus: Corpus, plan: SplitPlan, root: DataRoot,
         dev = encode_segments(tokenizer, _read(plan.dev)) if plan.dev else None
         train, fit_full, dev = cut_by_tokens(fit_full, dev, plan, config)
         extra = {"fit_full_chars": fit_full.chars, "fit_full_bytes": fit_full.bytes, "unseen_dev_chars": 0}
-        return Encoded(tokenizer, [train], dev, extra)
+        return Encoded(tokenizer, [train], None if dev is None else [dev], extra)
     # the train split is read twice from disk, a chunk at a time (tinygpt/data/documents.py's read_chunks): once to
-    # fit the tokenizer, once to encode it; memory holds one chunk and its encoding, whatever the corpus's size
+    # fit the tokenizer, once to encode it; the dev split once, to encode it. Memory holds a chunk and its encoding,
+    # whatever the corpus's size
     tokenizer = given or build_tokenizer(config.tokenizer, _fit_texts(plan.train, config), root)
-    dev, unseen_dev = None, 0
-    if plan.dev:
-        dev_segments = _read(plan.dev)
-        unseen_dev = sum(tokenizer.unseen_count(text) for _, text in dev_segments)
-        dev = encode_segments(tokenizer, dev_segments)
-        del dev_segments
     extra = {
         "fit_full_chars": total_chars(plan.fit_full),
         "fit_full_bytes": total_bytes(plan.fit_full),
-        "unseen_dev_chars": unseen_dev,
+        "unseen_dev_chars": 0,  # counted as the dev split is encoded, before the manifest is written
     }
     progress = Progress("encoding the train split", total_chars(plan.train), unit="characters", rate=True)
-    return Encoded(tokenizer, _encoded_chunks(tokenizer, plan.train, progress, config.num_proc), dev, extra)
+    train = _encoded_chunks(tokenizer, plan.train, progress, config.num_proc)
+    return Encoded(tokenizer, train, _encoded_dev(tokenizer, plan.dev, extra) if plan.dev else None, extra)
+
+
+def _encoded_dev(tokenizer: Tokenizer, pieces: tuple[Piece, ...], extra: dict) -> Iterator[EncodedText]:
+    """The dev split with every token's bytes, characters and document, in batches of chunks of about CHUNK_BYTES
+    (one ``encode_many_with_offsets`` call each, on all cores); adds its unseen characters to ``extra``. A document
+    read in several chunks is one document (its index does not change between its chunks)."""
+    batch: list[tuple[str, str]] = []
+
+    def encoded() -> EncodedText:
+        names = [name for name, _ in batch]
+        starts = [i == 0 or names[i] != names[i - 1] for i in range(len(names))]
+        index = torch.from_numpy(np.cumsum(starts) - 1)  # segment -> its document in this batch
+        text = encode_segments(tokenizer, batch)
+        documents = tuple(name for name, start in zip(names, starts, strict=True) if start)
+        return EncodedText(text.ids, text.token_bytes, text.token_chars, index[text.token_doc], documents)
+
+    size = 0
+    for name, text in _chunks(pieces):
+        extra["unseen_dev_chars"] += tokenizer.unseen_count(text)
+        batch.append((name, text))
+        size += len(text)
+        if size >= CHUNK_BYTES:
+            yield encoded()
+            batch, size = [], 0
+    if batch:
+        yield encoded()
 
 
 def _chunks(pieces: tuple[Piece, ...]) -> Iterator[tuple[str, str]]:

@@ -8,8 +8,10 @@ the first run (or ``tinygpt-prepare``) writes a prepared folder and every later 
 - ``train.ids``: the train split's token ids, ``uint16`` when the vocabulary fits, else ``uint32``, read with
   ``numpy.memmap``: the random windows of a batch touch only their own pages, and a training run needs nothing
   else of the train split (its loss is per token; bits per byte is scored on dev and test);
-- ``dev.ids``, ``dev.bytes``, ``dev.chars``, ``dev.doc`` (``uint32``): what exact bits per byte needs, each token's
-  UTF-8 bytes and characters and its document;
+- ``dev.ids``, ``dev.bytes``, ``dev.chars``, ``dev.doc`` (``int64``): what exact bits per byte needs, each token's
+  UTF-8 bytes and characters and its document, written a chunk at a time and memory-mapped into the tensors
+  scoring reads (int64, so nothing is converted or copied: a large dev split costs disk and page cache, not the
+  process's own memory);
 - ``tokenizer.json``: the fitted tokenizer (fitted on the train split only, as before);
 - ``manifest.json``: the fingerprint, the counts, each file's size, and the tinygpt version.
 
@@ -58,11 +60,12 @@ from tinygpt.data.errors import DataError
 from tinygpt.data.root import default_cache_dir
 from tinygpt.data.tokenizers import Tokenizer, tokenizer_from_json
 
-FORMAT = "tinygpt-prepared-v1"  # bump when what a prepared folder holds, or how, changes
+FORMAT = "tinygpt-prepared-v2"  # bump when what a prepared folder holds, or how, changes (v2: int64 dev arrays)
 CACHE_ENV = "TINYGPT_PREPARED"  # where prepared folders live; default: <cache dir>/prepared
 MANIFEST, TOKENIZER = "manifest.json", "tokenizer.json"
 SCANS = "scans"  # the corpora's scans (scan_documents), beside the prepared folders
 DEV_ARRAYS = ("ids", "bytes", "chars", "doc")
+DEV_DTYPE = np.dtype("<i8")  # the dtype scoring reads: mapped straight into tensors, nothing copied
 
 
 def prepared_root() -> Path:
@@ -111,8 +114,9 @@ class PreparedSplits:
     written: bool = False  # True when this call wrote the folder (False: mapped one an earlier run wrote)
 
 
-def _map(path: Path, dtype: np.dtype, count: int) -> np.ndarray:
-    """``path`` as a read-only memmap of ``count`` items, refused in one line when its size says otherwise."""
+def _map(path: Path, dtype: np.dtype, count: int, mode: str = "r") -> np.ndarray:
+    """``path`` as a memmap of ``count`` items (``mode`` "r": read-only; "c": copy-on-write, which torch can wrap
+    without a warning and which never writes the file), refused in one line when its size says otherwise."""
     if not path.is_file():
         raise DataError(f"prepared file {path} is missing; delete {path.parent} to prepare it again")
     expected = count * dtype.itemsize
@@ -124,7 +128,7 @@ def _map(path: Path, dtype: np.dtype, count: int) -> np.ndarray:
         )
     if count == 0:
         return np.zeros(0, dtype=dtype)
-    return np.memmap(path, dtype=dtype, mode="r", shape=(count,))
+    return np.memmap(path, dtype=dtype, mode=mode, shape=(count,))
 
 
 def read_prepared(folder: Path, expected_tokenizer: str | None = None) -> PreparedSplits:
@@ -152,10 +156,9 @@ def read_prepared(folder: Path, expected_tokenizer: str | None = None) -> Prepar
     dev = None
     if manifest.get("dev") is not None:
         n = manifest["dev"]["tokens"]
-        arrays = [
-            torch.from_numpy(np.asarray(_map(folder / f"dev.{name}", np.dtype(np.uint32), n), dtype=np.int64))
-            for name in DEV_ARRAYS
-        ]
+        # memory-mapped, not read: a large dev split costs pages of the page cache as it is scored, not 32 bytes a
+        # token of the process's own memory
+        arrays = [torch.from_numpy(_map(folder / f"dev.{name}", DEV_DTYPE, n, "c")) for name in DEV_ARRAYS]
         dev = EncodedText(*arrays, tuple(manifest["dev"]["documents"]))
     return PreparedSplits(
         folder,
@@ -180,7 +183,7 @@ class Encoded:
 
     tokenizer: Tokenizer
     train: Iterable[EncodedText | TrainChunk]  # the train split's chunks, encoded one at a time, in order
-    dev: EncodedText | None
+    dev: Iterable[EncodedText] | None  # the dev split's chunks, likewise (a chunk's token_doc indexes its documents)
     extra: dict  # what the run reports about the splits (counts of the fit text, unseen characters)
 
 
@@ -208,11 +211,7 @@ def prepare(description: dict, make: Callable[[], Encoded], tokenizer: str | Non
             _append(train_ids, piece.ids, dtype)
             tokens, chars, n_bytes = tokens + len(piece), chars + piece.chars, n_bytes + piece.bytes
             documents += [name for name in piece.documents if not documents or documents[-1] != name]
-        dev = encoded.dev
-        if dev is not None:
-            values = (dev.ids, dev.token_bytes, dev.token_chars, dev.token_doc)
-            for array_name, array in zip(DEV_ARRAYS, values, strict=True):
-                _append(staging / f"dev.{array_name}", array, np.dtype(np.uint32))
+        dev = None if encoded.dev is None else _write_dev(staging, encoded.dev)
         manifest = {
             "format": FORMAT,
             "fingerprint": folder.name,
@@ -224,9 +223,7 @@ def prepare(description: dict, make: Callable[[], Encoded], tokenizer: str | Non
                 "sha256": hashlib.sha256(tokenizer_json.encode()).hexdigest(),
             },
             "train": {"tokens": tokens, "chars": chars, "bytes": n_bytes, "documents": documents},
-            "dev": None
-            if dev is None
-            else {"tokens": len(dev), "chars": dev.chars, "bytes": dev.bytes, "documents": list(dev.documents)},
+            "dev": dev,
             "extra": encoded.extra,
         }
         write_json_atomic(staging / MANIFEST, manifest)  # last: a folder with a manifest is complete
@@ -238,6 +235,24 @@ def prepare(description: dict, make: Callable[[], Encoded], tokenizer: str | Non
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return replace(read_prepared(folder, tokenizer), written=True)
+
+
+def _write_dev(staging: Path, chunks: Iterable[EncodedText]) -> dict:
+    """The dev split's arrays appended chunk by chunk (a document continued from the last chunk keeps its index);
+    returns its manifest entry."""
+    for name in DEV_ARRAYS:
+        (staging / f"dev.{name}").touch()
+    tokens = chars = n_bytes = 0
+    documents: list[str] = []
+    for chunk in chunks:
+        continued = bool(documents and chunk.documents and chunk.documents[0] == documents[-1])
+        first = len(documents) - 1 if continued else len(documents)
+        documents += list(chunk.documents[1:] if continued else chunk.documents)
+        values = (chunk.ids, chunk.token_bytes, chunk.token_chars, chunk.token_doc + first)
+        for name, array in zip(DEV_ARRAYS, values, strict=True):
+            _append(staging / f"dev.{name}", array, DEV_DTYPE)
+        tokens, chars, n_bytes = tokens + len(chunk), chars + chunk.chars, n_bytes + chunk.bytes
+    return {"tokens": tokens, "chars": chars, "bytes": n_bytes, "documents": documents}
 
 
 def remove_abandoned(folder: Path) -> None:

@@ -218,6 +218,18 @@ def encoded_split(path: Path, tokenizer: Tokenizer) -> EncodedText:
     )
 
 
+def encoded_blocks(path: Path, tokenizer: Tokenizer) -> Iterator[EncodedText]:
+    """A dev split file as the prepared folder is written from it: ``encoded_split`` a block at a time."""
+    token_bytes, token_chars = token_tables(tokenizer)
+    ids = split_ids(path)
+    for begin in range(0, ids.size, BLOCK):
+        block = torch.from_numpy(np.asarray(ids[begin : begin + BLOCK], dtype=np.int64))
+        empty = torch.zeros(block.numel(), dtype=torch.long)
+        yield EncodedText(
+            block, torch.from_numpy(token_bytes)[block], torch.from_numpy(token_chars)[block], empty, (path.name,)
+        )
+
+
 def train_chunks(path: Path, tokenizer: Tokenizer, fraction: float) -> Iterator[TrainChunk]:
     """The first ``fraction`` of the train file's ids, a block at a time, with the bytes and characters they
     stand for: what the prepared folder's train.ids is written from."""
