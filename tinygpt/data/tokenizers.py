@@ -109,6 +109,9 @@ def _utf8_lengths(codepoints: np.ndarray) -> np.ndarray:
     return 1 + (codepoints >= 0x80) + (codepoints >= 0x800) + (codepoints >= 0x10000).astype(np.int64)
 
 
+CODE_POINTS = 0x110000  # U+0000 to U+10FFFF
+
+
 def _codepoints(text: str) -> np.ndarray:
     # UTF-32 gives one fixed-width code unit per character: a vectorized view of the text, no Python loop.
     return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
@@ -127,25 +130,25 @@ class CharTokenizer(Tokenizer):
             raise DataError("CharTokenizer: the vocabulary has repeated characters")
         self.chars = "".join(sorted(chars))
         self._sorted_codepoints = _codepoints(self.chars).astype(np.int64)
+        # code point -> id, for every code point (4.5 MB): encoding is one gather, not a binary search a character
+        self._table = np.zeros(CODE_POINTS, dtype=np.int32)
+        self._table[self._sorted_codepoints] = np.arange(1, len(self.chars) + 1, dtype=np.int32)
 
     @classmethod
     def fit(cls, texts: str | Iterable[str]) -> CharTokenizer:
-        """The characters of ``texts``, read one text at a time (a stream of a large corpus's chunks)."""
-        seen = np.zeros(0, "<u4")
+        """The characters of ``texts``, read one text at a time (a stream of a large corpus's chunks): each text's
+        code points marked in a table of all of them, one scatter a text."""
+        seen = np.zeros(CODE_POINTS, dtype=bool)
         for text in [texts] if isinstance(texts, str) else texts:
-            seen = np.union1d(seen, _codepoints(text))
-        return cls(seen.astype("<u4").tobytes().decode("utf-32-le", "surrogatepass"))
+            seen[_codepoints(text)] = True
+        return cls(np.flatnonzero(seen).astype("<u4").tobytes().decode("utf-32-le", "surrogatepass"))
 
     @property
     def vocab_size(self) -> int:
         return len(self.chars) + 1
 
     def _ids(self, codepoints: np.ndarray) -> np.ndarray:
-        position = np.searchsorted(self._sorted_codepoints, codepoints)
-        found = np.zeros(codepoints.shape, dtype=bool)
-        inside = position < len(self._sorted_codepoints)
-        found[inside] = self._sorted_codepoints[position[inside]] == codepoints[inside]
-        return np.where(found, position + 1, self.UNKNOWN_ID).astype(np.int64)
+        return self._table[codepoints].astype(np.int64)  # unseen code points hold UNKNOWN_ID (0)
 
     def encode_with_offsets(self, text: str) -> Offsets:
         codepoints = _codepoints(text).astype(np.int64)
@@ -154,7 +157,7 @@ class CharTokenizer(Tokenizer):
         return ids, token_bytes, torch.ones_like(ids)
 
     def encode_ids_many(self, texts: Sequence[str]) -> list[np.ndarray]:
-        return _on_all_cores(lambda text: self._ids(_codepoints(text).astype(np.int64)), texts)
+        return _on_all_cores(lambda text: self._ids(_codepoints(text)), texts)
 
     def decode(self, ids: Sequence[int] | torch.Tensor) -> str:
         ids = _as_int_array(ids)
@@ -164,7 +167,7 @@ class CharTokenizer(Tokenizer):
         return table[ids].tobytes().decode("utf-32-le", "surrogatepass")
 
     def unseen_count(self, text: str) -> int:
-        return int((self._ids(_codepoints(text).astype(np.int64)) == self.UNKNOWN_ID).sum())
+        return int((self._table[_codepoints(text)] == self.UNKNOWN_ID).sum())
 
     def _payload(self) -> dict:
         return {"chars": self.chars}
