@@ -4,6 +4,8 @@ run over a corpus prepared in chunks trains on the same tokens as one prepared w
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -147,6 +149,33 @@ def test_the_dev_split_encoded_in_chunks_is_the_whole_dev_split_encoded(tmp_path
     assert len(whole.documents) >= 4 and dev.documents == whole.documents
     for field in ("ids", "token_bytes", "token_chars", "token_doc"):
         assert torch.equal(getattr(dev, field), getattr(whole, field)), field
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads Linux's list of the process's mappings")
+def test_the_held_out_split_is_scored_from_a_mapped_file_of_its_chunks_that_nothing_else_can_open(
+    tmp_path, monkeypatch
+):
+    """Held-out documents read in chunks of 256 bytes: the scoring windows hold the ids, bytes, characters and
+    documents of the held-out documents encoded whole, from files that are mapped and already deleted."""
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for i in range(12):
+        (folder / f"d{i:02d}.txt").write_text(TEXT[: 300 + 97 * i], encoding="utf-8")
+    prepared = tmp_path / "prepared"
+    monkeypatch.setenv("TINYGPT_PREPARED", str(prepared))
+    monkeypatch.setattr(read_chunks, "__defaults__", (256,))
+    config = {"name": "textdir", "corpus": "dir", "path": str(folder), "glob": "*.txt", "split_by": "hash"}
+    dm = TextDataModule(config | {"test_fraction": 0.4}, context_length=16, seed=0)
+    dm.setup()
+    held_out = dm.test_dataloader().dataset
+    whole = encode_segments(dm.tokenizer, [(p.document, p.path.read_text()) for p in dm.prepared.plan.test])
+    assert len(whole.documents) >= 3 and dm.test_documents == whole.documents
+    for mine, theirs in [("ids", "ids"), ("token_bytes", "token_bytes"), ("token_chars", "token_chars")]:
+        assert torch.equal(getattr(held_out, mine), getattr(whole, theirs)), mine
+    assert torch.equal(held_out.token_doc, whole.token_doc)
+    scratch = [line for line in Path("/proc/self/maps").read_text().splitlines() if ".scoring." in line]
+    assert len(scratch) >= 4 and all(line.endswith("(deleted)") for line in scratch)
+    assert not any(p.name.startswith(".scoring.") for p in prepared.iterdir())
 
 
 def test_an_encoding_says_how_far_it_is_and_how_fast():

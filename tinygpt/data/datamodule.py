@@ -32,7 +32,7 @@ from tinygpt.data.corpus import Corpus, open_corpus
 from tinygpt.data.documents import CHUNK_BYTES, Piece, read_chunks, read_piece, total_bytes, total_chars
 from tinygpt.data.encoded import EncodedText, TrainChunk, encode_segments, encode_train_chunks
 from tinygpt.data.errors import DataError
-from tinygpt.data.prepared import Encoded, PreparedSplits, TrainTokens, file_identity, prepare
+from tinygpt.data.prepared import Encoded, PreparedSplits, TrainTokens, file_identity, mapped_text, prepare
 from tinygpt.data.records import store_counts
 from tinygpt.data.root import DataRoot, resolve_data_root
 from tinygpt.data.splits import SplitPlan, cut_by_tokens, plan_splits
@@ -257,13 +257,12 @@ class TextDataModule(L.LightningDataModule):
                 "this data config has no held-out split (data.test_fraction=0 or data.test_k=0 with no "
                 "data.test_documents); score the dev split instead"
             )
+        counts = {"unseen_chars": 0}
         if self.prepared.corpus.kind == "shards":  # ids already (tinygpt/data/shards.py)
-            test, unseen = shards.encoded_split(plan.test[0].path, self.tokenizer), 0
-        else:
-            segments = _read(plan.test)
-            unseen = sum(self.tokenizer.unseen_count(text) for _, text in segments)
-            test = encode_segments(self.tokenizer, segments)
-            del segments
+            test = mapped_text(shards.encoded_blocks(plan.test[0].path, self.tokenizer))
+        else:  # a chunk at a time into a scratch file, mapped (tinygpt/data/prepared.py's mapped_text)
+            test = mapped_text(_encoded_split(self.tokenizer, plan.test, counts, "unseen_chars"))
+        unseen = counts["unseen_chars"]
         self._check_window("held-out", len(test), self.prepared.corpus)
         self._heldout_stats = {"tokens": len(test), "unseen_chars": unseen, "documents": list(test.documents)}
         return self._windows_loader(test)
@@ -506,13 +505,14 @@ def _encode(config: DataConfig, corpus: Corpus, plan: SplitPlan, root: DataRoot,
     }
     progress = Progress("encoding the train split", total_chars(plan.train), unit="characters", rate=True)
     train = _encoded_chunks(tokenizer, plan.train, progress, config.num_proc)
-    return Encoded(tokenizer, train, _encoded_dev(tokenizer, plan.dev, extra) if plan.dev else None, extra)
+    dev = _encoded_split(tokenizer, plan.dev, extra, "unseen_dev_chars") if plan.dev else None
+    return Encoded(tokenizer, train, dev, extra)
 
 
-def _encoded_dev(tokenizer: Tokenizer, pieces: tuple[Piece, ...], extra: dict) -> Iterator[EncodedText]:
-    """The dev split with every token's bytes, characters and document, in batches of chunks of about CHUNK_BYTES
-    (one ``encode_many_with_offsets`` call each, on all cores); adds its unseen characters to ``extra``. A document
-    read in several chunks is one document (its index does not change between its chunks)."""
+def _encoded_split(tokenizer: Tokenizer, pieces: tuple[Piece, ...], counts: dict, unseen: str) -> Iterator[EncodedText]:
+    """A scored split (dev, held-out) with every token's bytes, characters and document, in batches of chunks of
+    about CHUNK_BYTES (one ``encode_many_with_offsets`` call each, on all cores); adds its characters unseen by the
+    tokenizer to ``counts[unseen]``. A document read in several chunks is one document (one index in all)."""
     batch: list[tuple[str, str]] = []
 
     def encoded() -> EncodedText:
@@ -525,7 +525,7 @@ def _encoded_dev(tokenizer: Tokenizer, pieces: tuple[Piece, ...], extra: dict) -
 
     size = 0
     for name, text in _chunks(pieces):
-        extra["unseen_dev_chars"] += tokenizer.unseen_count(text)
+        counts[unseen] += tokenizer.unseen_count(text)
         batch.append((name, text))
         size += len(text)
         if size >= CHUNK_BYTES:

@@ -211,7 +211,7 @@ def prepare(description: dict, make: Callable[[], Encoded], tokenizer: str | Non
             _append(train_ids, piece.ids, dtype)
             tokens, chars, n_bytes = tokens + len(piece), chars + piece.chars, n_bytes + piece.bytes
             documents += [name for name in piece.documents if not documents or documents[-1] != name]
-        dev = None if encoded.dev is None else _write_dev(staging, encoded.dev)
+        dev = None if encoded.dev is None else _write_arrays(staging, encoded.dev)
         manifest = {
             "format": FORMAT,
             "fingerprint": folder.name,
@@ -237,9 +237,9 @@ def prepare(description: dict, make: Callable[[], Encoded], tokenizer: str | Non
     return replace(read_prepared(folder, tokenizer), written=True)
 
 
-def _write_dev(staging: Path, chunks: Iterable[EncodedText]) -> dict:
-    """The dev split's arrays appended chunk by chunk (a document continued from the last chunk keeps its index);
-    returns its manifest entry."""
+def _write_arrays(staging: Path, chunks: Iterable[EncodedText]) -> dict:
+    """A split's arrays (``dev.<array>``) appended chunk by chunk (a document continued from the last chunk keeps its
+    index); returns its manifest entry."""
     for name in DEV_ARRAYS:
         (staging / f"dev.{name}").touch()
     tokens = chars = n_bytes = 0
@@ -253,6 +253,25 @@ def _write_dev(staging: Path, chunks: Iterable[EncodedText]) -> dict:
             _append(staging / f"dev.{name}", array, DEV_DTYPE)
         tokens, chars, n_bytes = tokens + len(chunk), chars + chunk.chars, n_bytes + chunk.bytes
     return {"tokens": tokens, "chars": chars, "bytes": n_bytes, "documents": documents}
+
+
+def mapped_text(chunks: Iterable[EncodedText]) -> EncodedText:
+    """An encoded split, given a chunk at a time, as memory-mapped tensors: written to a scratch folder beside the
+    prepared folders (not /tmp, which may be memory), mapped back and unlinked at once, so the mapping is the only
+    way to it. What the held-out split is scored from: its text is encoded only when it is scored, never kept, and a
+    large one costs disk and page cache while it is scored, not 32 bytes a token of the process's memory."""
+    root = prepared_root()
+    root.mkdir(parents=True, exist_ok=True)
+    remove_abandoned(root / "scoring")  # a killed scoring's scratch folder
+    scratch = Path(tempfile.mkdtemp(prefix=f".scoring.{os.getpid()}.", dir=root))
+    try:
+        entry = _write_arrays(scratch, chunks)
+        arrays = [
+            torch.from_numpy(_map(scratch / f"dev.{name}", DEV_DTYPE, entry["tokens"], "c")) for name in DEV_ARRAYS
+        ]
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return EncodedText(*arrays, tuple(entry["documents"]))
 
 
 def remove_abandoned(folder: Path) -> None:

@@ -204,22 +204,9 @@ def split_ids(path: Path) -> np.ndarray:
     return np.memmap(path, dtype="<u2", mode="r")
 
 
-def encoded_split(path: Path, tokenizer: Tokenizer) -> EncodedText:
-    """A dev or held-out split file as scoring reads it: each token's bytes and characters from the tables, one
-    document (the file: per-document scores are per split, as a records corpus's)."""
-    token_bytes, token_chars = token_tables(tokenizer)
-    ids = np.asarray(split_ids(path), dtype=np.int64)
-    return EncodedText(
-        torch.from_numpy(ids),
-        torch.from_numpy(token_bytes[ids]),
-        torch.from_numpy(token_chars[ids]),
-        torch.zeros(ids.size, dtype=torch.long),
-        (path.name,),
-    )
-
-
 def encoded_blocks(path: Path, tokenizer: Tokenizer) -> Iterator[EncodedText]:
-    """A dev split file as the prepared folder is written from it: ``encoded_split`` a block at a time."""
+    """A dev or held-out split file as scoring reads it, a block at a time: each token's bytes and characters from
+    the tables, one document (the file: per-document scores are per split, as a records corpus's)."""
     token_bytes, token_chars = token_tables(tokenizer)
     ids = split_ids(path)
     for begin in range(0, ids.size, BLOCK):
