@@ -23,10 +23,11 @@ from tinygpt.data.tokenizers import Tokenizer, tokenizer_from_json
 
 @dataclass(frozen=True)
 class EncodedText:
-    ids: torch.Tensor  # Long[N]
-    token_bytes: torch.Tensor  # Long[N]
-    token_chars: torch.Tensor  # Long[N]
-    token_doc: torch.Tensor  # Long[N]: index into documents
+    # integer tensors [N]: int64 as encoded here, int32 as a prepared folder's dev split is mapped (prepared.py)
+    ids: torch.Tensor
+    token_bytes: torch.Tensor
+    token_chars: torch.Tensor
+    token_doc: torch.Tensor  # index into documents
     documents: tuple[str, ...]
 
     def __len__(self) -> int:

@@ -8,10 +8,10 @@ the first run (or ``tinygpt-prepare``) writes a prepared folder and every later 
 - ``train.ids``: the train split's token ids, ``uint16`` when the vocabulary fits, else ``uint32``, read with
   ``numpy.memmap``: the random windows of a batch touch only their own pages, and a training run needs nothing
   else of the train split (its loss is per token; bits per byte is scored on dev and test);
-- ``dev.ids``, ``dev.bytes``, ``dev.chars``, ``dev.doc`` (``int64``): what exact bits per byte needs, each token's
+- ``dev.ids``, ``dev.bytes``, ``dev.chars``, ``dev.doc`` (``int32``): what exact bits per byte needs, each token's
   UTF-8 bytes and characters and its document, written a chunk at a time and memory-mapped into the tensors
-  scoring reads (int64, so nothing is converted or copied: a large dev split costs disk and page cache, not the
-  process's own memory);
+  scoring reads (nothing converted or copied but a window at a time, tinygpt/data/windows.py: a large dev split
+  costs disk and page cache, not the process's own memory);
 - ``tokenizer.json``: the fitted tokenizer (fitted on the train split only, as before);
 - ``manifest.json``: the fingerprint, the counts, each file's size, and the tinygpt version.
 
@@ -60,12 +60,12 @@ from tinygpt.data.errors import DataError
 from tinygpt.data.root import default_cache_dir
 from tinygpt.data.tokenizers import Tokenizer, tokenizer_from_json
 
-FORMAT = "tinygpt-prepared-v2"  # bump when what a prepared folder holds, or how, changes (v2: int64 dev arrays)
+FORMAT = "tinygpt-prepared-v2"  # bump when what a prepared folder holds, or how, changes (v2: int32 dev arrays)
 CACHE_ENV = "TINYGPT_PREPARED"  # where prepared folders live; default: <cache dir>/prepared
 MANIFEST, TOKENIZER = "manifest.json", "tokenizer.json"
 SCANS = "scans"  # the corpora's scans (scan_documents), beside the prepared folders
 DEV_ARRAYS = ("ids", "bytes", "chars", "doc")
-DEV_DTYPE = np.dtype("<i8")  # the dtype scoring reads: mapped straight into tensors, nothing copied
+DEV_DTYPE = np.dtype("<i4")  # mapped straight into tensors, nothing copied; a window is made int64 as it is read
 
 
 def prepared_root() -> Path:
@@ -174,7 +174,7 @@ def _append(path: Path, values: torch.Tensor | np.ndarray, dtype: np.dtype) -> N
     if array.size and (array.min() < 0 or array.max() > np.iinfo(dtype).max):
         raise DataError(f"{path.name}: values outside {dtype.name} (a tokenizer larger than its vocabulary?)")
     with open(path, "ab") as file:
-        file.write(np.ascontiguousarray(array, dtype=dtype).tobytes())
+        file.write(np.ascontiguousarray(array, dtype=dtype))  # its buffer: no copy to bytes first
 
 
 @dataclass(frozen=True)

@@ -46,10 +46,12 @@ class SlidingWindowDataset(Dataset):
         context_length: int,
         token_doc: torch.Tensor | None = None,
     ):
-        self.ids = ids.long()
-        self.token_bytes = token_bytes.long()
-        self.token_chars = token_chars.long()
-        self.token_doc = torch.zeros_like(self.ids) if token_doc is None else token_doc.long()
+        # kept as given (a prepared dev split's are int32 tensors over mapped files): a window is made int64 as it is
+        # read, so a dataset over a large split copies nothing
+        self.ids = ids
+        self.token_bytes = token_bytes
+        self.token_chars = token_chars
+        self.token_doc = token_doc
         self.context_length = context_length
         self.starts, self.score_from = sliding_windows(len(self.ids), context_length)
         self._positions = torch.arange(context_length)
@@ -60,11 +62,12 @@ class SlidingWindowDataset(Dataset):
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
         start, T = int(self.starts[index]), self.context_length
         targets = slice(start + 1, start + T + 1)
+        doc = torch.zeros(T, dtype=torch.long) if self.token_doc is None else self.token_doc[targets].long()
         return {
-            "input": self.ids[start : start + T],
-            "target": self.ids[targets],
+            "input": self.ids[start : start + T].long(),
+            "target": self.ids[targets].long(),
             "scored": self._positions >= self.score_from[index],
-            "target_bytes": self.token_bytes[targets],
-            "target_chars": self.token_chars[targets],
-            "target_doc": self.token_doc[targets],
+            "target_bytes": self.token_bytes[targets].long(),
+            "target_chars": self.token_chars[targets].long(),
+            "target_doc": doc,
         }
