@@ -146,6 +146,19 @@ def test_exact_resume_after_a_crash(tiny_cfg, tmp_path, crash_at_step_6):
     assert [session["from_step"] for session in record["provenance"]] == [0, 4]
 
 
+def test_a_run_stopped_after_its_last_step_resumes_to_its_summary_and_keeps_its_best(tiny_cfg, tmp_path, capsys):
+    """A SIGTERM during the last step saves last.ckpt at the last step and leaves the run interrupted: rerun, it has
+    nothing to train or validate, and must still finish with its best and print its summary."""
+    first = train(tiny_cfg(), tmp_path)
+    saved = json.loads((tmp_path / "run.json").read_text())
+    (tmp_path / "run.json").write_text(json.dumps(saved | {"status": "interrupted"}))  # as the SIGTERM leaves it
+    capsys.readouterr()
+    again = train(tiny_cfg(), tmp_path)
+    assert again["status"] == "finished" and again["step"] == 8
+    assert again["best"] == first["best"] and again["curve"] == first["curve"]
+    assert f"(best {first['best']['dev_bits_per_byte']:.4f} at step" in capsys.readouterr().out
+
+
 def test_finished_run_is_skipped(tiny_cfg, tmp_path, capsys):
     first = train(tiny_cfg(), tmp_path)
     stamp = (tmp_path / "checkpoints" / "last.ckpt").stat().st_mtime_ns

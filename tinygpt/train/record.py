@@ -45,6 +45,7 @@ class RunRecord(L.Callback):
     def on_train_start(self, trainer, pl_module):
         # (after the checkpoint is restored) a resumed run drops curve points past the checkpoint it resumed from
         self.record["curve"] = [p for p in self.record["curve"] if p["step"] <= trainer.global_step]
+        self._set_best()
         self.record["resumed_from_step"] = trainer.global_step or None
         if trainer.global_step:
             say(f"resumed from step {trainer.global_step}: the run continues from its checkpoint")
@@ -70,13 +71,20 @@ class RunRecord(L.Callback):
         if train_loss is not None:
             point["train_loss"] = float(train_loss)
         self.record["curve"] = [p for p in self.record["curve"] if p["step"] != point["step"]] + [point]
+        self._set_best()
+        self._write()
+
+    def _set_best(self) -> None:
+        """``best``: the curve's lowest dev bits per byte (its step) and lowest dev loss."""
+        if not self.record["curve"]:
+            self.record.pop("best", None)
+            return
         best = min(self.record["curve"], key=lambda p: p[DEV_BITS_PER_BYTE])
         self.record["best"] = {
             "step": best["step"],
             DEV_BITS_PER_BYTE: best[DEV_BITS_PER_BYTE],
             DEV_LOSS: min(p[DEV_LOSS] for p in self.record["curve"]),
         }
-        self._write()
 
     def on_train_end(self, trainer, pl_module):
         # a CUDA session's allocator peak, beside the footprint that sweep.jobs_per_device=auto estimated for it
@@ -94,6 +102,7 @@ class RunRecord(L.Callback):
         """The session's end: ``status`` (finished, pruned, interrupted, failed) and what it adds (its step, sample,
         speed, or error), written."""
         self.record.update(status=status, **extra)
+        self._set_best()  # a session that resumed at its last step has validated nothing (Lightning starts no training)
         if self.record["curve"]:
             self.record["final"] = self.record["curve"][-1]
         self._write()
