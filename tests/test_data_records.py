@@ -272,7 +272,9 @@ def test_llmc_shards_are_split_by_document_as_ids_and_train_and_score_with_gpt2_
     assert row["bits_per_byte"] > 0
 
 
-def test_data_fraction_on_shards_is_a_share_of_the_train_ids(tmp_path, prepared, gpt2):
+def test_data_fraction_on_shards_is_a_share_of_the_train_ids_and_the_whole_split_is_linked_not_copied(
+    tmp_path, prepared, gpt2
+):
     from tinygpt.data.datamodule import prepare_corpus
 
     paths, _ = shard_corpus(tmp_path / "shards", gpt2, n=120)
@@ -280,6 +282,13 @@ def test_data_fraction_on_shards_is_a_share_of_the_train_ids(tmp_path, prepared,
     data = shards_config(tmp_path / "shards", fraction=0.25)
     *_, splits = prepare_corpus(data)
     assert splits.train.tokens.tolist() == train_ids[: int(len(train_ids) * 0.25)]
+    # the whole train split is the store's file itself, linked into the prepared folder, not a second copy
+    corpus, _, whole = prepare_corpus(shards_config(tmp_path / "shards"))[1:]
+    assert whole.train.tokens.tolist() == train_ids
+    store_file = corpus.documents[0].path
+    assert (whole.folder / "train.ids").stat().st_ino == store_file.stat().st_ino
+    assert (splits.folder / "train.ids").stat().st_ino != store_file.stat().st_ino
+    assert whole.manifest["train"]["bytes"] == corpus.documents[0].bytes
 
 
 def test_a_shards_corpus_refuses_another_tokenizer_and_a_changed_store_in_one_line(tmp_path, prepared, gpt2):

@@ -13,6 +13,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -77,6 +78,7 @@ class TrainChunk:
     chars: int
     bytes: int
     documents: tuple[str, ...]
+    file: Path | None = None  # a file that holds exactly these ids in the folder's dtype: linked, not copied
 
     def __len__(self) -> int:
         return int(self.ids.size)

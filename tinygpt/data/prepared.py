@@ -208,7 +208,10 @@ def prepare(description: dict, make: Callable[[], Encoded], tokenizer: str | Non
         tokens = chars = n_bytes = 0
         documents: list[str] = []
         for piece in encoded.train:
-            _append(train_ids, piece.ids, dtype)
+            if isinstance(piece, TrainChunk) and piece.file is not None and not tokens:
+                _link_or_copy(piece.file, train_ids)  # a shards corpus's whole train split (tinygpt/data/shards.py)
+            else:
+                _append(train_ids, piece.ids, dtype)
             tokens, chars, n_bytes = tokens + len(piece), chars + piece.chars, n_bytes + piece.bytes
             documents += [name for name in piece.documents if not documents or documents[-1] != name]
         dev = None if encoded.dev is None else _write_arrays(staging, encoded.dev)
@@ -235,6 +238,16 @@ def prepare(description: dict, make: Callable[[], Encoded], tokenizer: str | Non
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return replace(read_prepared(folder, tokenizer), written=True)
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    """``target`` becomes ``source``'s contents: a hard link (no second copy on disk) where the file system allows
+    it, else a copy."""
+    target.unlink(missing_ok=True)
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
 
 
 def _write_arrays(staging: Path, chunks: Iterable[EncodedText]) -> dict:

@@ -219,9 +219,14 @@ def encoded_blocks(path: Path, tokenizer: Tokenizer) -> Iterator[EncodedText]:
 
 def train_chunks(path: Path, tokenizer: Tokenizer, fraction: float) -> Iterator[TrainChunk]:
     """The first ``fraction`` of the train file's ids, a block at a time, with the bytes and characters they
-    stand for: what the prepared folder's train.ids is written from."""
-    token_bytes, token_chars = token_tables(tokenizer)
+    stand for: what the prepared folder's train.ids is written from. The whole file (``fraction`` 1) is one chunk
+    naming the file, which the prepared folder links instead of copying, with the store's counts."""
     ids = split_ids(path)
+    if fraction == 1.0:
+        counts = store_counts(path.parent)["train"]
+        yield TrainChunk(ids, counts["chars"], counts["bytes"], (path.name,), file=path)
+        return
+    token_bytes, token_chars = token_tables(tokenizer)
     keep = int(ids.size * fraction)
     for begin in range(0, keep, BLOCK):
         block = np.asarray(ids[begin : min(keep, begin + BLOCK)])
