@@ -25,7 +25,6 @@ from torch.utils.data import DataLoader, Subset
 
 from tinygpt.common.progress import Progress
 from tinygpt.common.typed import typed
-from tinygpt.data import shards
 from tinygpt.data.batches import SAMPLER_VERSION, RandomWindows, TrainBatches
 from tinygpt.data.config import DataConfig, text_settings
 from tinygpt.data.corpus import Corpus, open_corpus
@@ -35,6 +34,8 @@ from tinygpt.data.errors import DataError
 from tinygpt.data.prepared import Encoded, PreparedSplits, TrainTokens, file_identity, mapped_text, prepare
 from tinygpt.data.records import store_counts
 from tinygpt.data.root import DataRoot, resolve_data_root
+from tinygpt.data.shards import encoded_blocks, train_chunks
+from tinygpt.data.shards import store_counts as shard_counts
 from tinygpt.data.splits import SplitPlan, cut_by_tokens, plan_splits
 from tinygpt.data.tokenizers import Tokenizer, build_tokenizer
 from tinygpt.data.windows import SlidingWindowDataset
@@ -259,7 +260,7 @@ class TextDataModule(L.LightningDataModule):
             )
         counts = {"unseen_chars": 0}
         if self.prepared.corpus.kind == "shards":  # ids already (tinygpt/data/shards.py)
-            test = mapped_text(shards.encoded_blocks(plan.test[0].path, self.tokenizer))
+            test = mapped_text(encoded_blocks(plan.test[0].path, self.tokenizer))
         else:  # a chunk at a time into a scratch file, mapped (tinygpt/data/prepared.py's mapped_text)
             test = mapped_text(_encoded_split(self.tokenizer, plan.test, counts, "unseen_chars"))
         unseen = counts["unseen_chars"]
@@ -340,7 +341,7 @@ class TextDataModule(L.LightningDataModule):
             },
             "train_fraction": config.fraction,
             **({"records": store_counts(p.corpus.documents[0].path.parent)} if p.corpus.kind == "records" else {}),
-            **({"shards": shards.store_counts(p.corpus.documents[0].path.parent)} if p.corpus.kind == "shards" else {}),
+            **({"shards": shard_counts(p.corpus.documents[0].path.parent)} if p.corpus.kind == "shards" else {}),
             "held_out_documents": list(p.plan.test_documents),
             "dev_documents": list(p.plan.dev_documents),
             "splits": splits,
@@ -483,8 +484,8 @@ def _encode(config: DataConfig, corpus: Corpus, plan: SplitPlan, root: DataRoot,
     only, then the train and dev splits a chunk at a time; a shards corpus's ids as they are."""
     if corpus.kind == "shards":  # GPT-2 ids already: copied, with their bytes from the tables (tinygpt/data/shards.py)
         tokenizer = given or build_tokenizer(config.tokenizer, [], root)
-        dev = shards.encoded_blocks(plan.dev[0].path, tokenizer) if plan.dev else None
-        train = shards.train_chunks(plan.train[0].path, tokenizer, config.fraction)
+        dev = encoded_blocks(plan.dev[0].path, tokenizer) if plan.dev else None
+        train = train_chunks(plan.train[0].path, tokenizer, config.fraction)
         extra = {"fit_full_chars": total_chars(plan.fit_full), "fit_full_bytes": total_bytes(plan.fit_full)}
         return Encoded(tokenizer, train, dev, {**extra, "unseen_dev_chars": 0})
     if plan.cut_train_by_tokens:  # split_unit=tokens: a fixed tokenizer, then cuts at token boundaries

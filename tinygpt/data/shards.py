@@ -97,7 +97,7 @@ def _documents(name: str, tokens: np.ndarray, carried: int | None, config: DataC
         dtype=np.uint8,
     )
     new = np.ones(starts.size, dtype=bool)
-    if starts.size and starts[0] == 0 and tokens.size and tokens[0] != GPT2_EOT and carried is not None:
+    if tokens[0] != GPT2_EOT and carried is not None:
         codes[0], new[0] = carried, False
     return starts, codes, new
 
@@ -120,8 +120,7 @@ def token_store(location: Path, config: DataConfig, tokenizer: Tokenizer) -> Pat
     if (folder / STORE_MANIFEST).exists():
         check_store(folder)
         return folder
-    for path in paths:  # every header checked before anything is written
-        read_shard(path)
+    shards = [(path, read_shard(path)) for path in paths]  # every shard checked before anything is written
     token_bytes, token_chars = token_tables(tokenizer)
     folder.parent.mkdir(parents=True, exist_ok=True)
     remove_abandoned(folder)
@@ -130,12 +129,11 @@ def token_store(location: Path, config: DataConfig, tokenizer: Tokenizer) -> Pat
     counts = {split: {"tokens": 0, "documents": 0, "bytes": 0, "chars": 0} for split in SPLITS}
     try:
         files = [(staging / f"{split}.ids").open("wb") for split in SPLITS]
-        total = sum(int(read_shard(path).size) for path in paths)
+        total = sum(int(tokens.size) for _, tokens in shards)
         progress = Progress(f"splitting the token shards of {config.path}", total, unit="tokens", rate=True)
         done, carried = 0, None
         try:
-            for path in paths:
-                tokens = read_shard(path)
+            for path, tokens in shards:
                 starts, codes, new = _documents(path.relative_to(root).as_posix(), tokens, carried, config)
                 for code in range(len(SPLITS)):
                     counts[SPLITS[code]]["documents"] += int((new & (codes == code)).sum())
