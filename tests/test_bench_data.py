@@ -29,8 +29,14 @@ def test_bench_data_writes_its_page(tmp_path, monkeypatch):
         rates = [float(cell.replace(",", "")) for cell in row.strip("|").split("|")[1:5]]
         assert all(rate > 0 for rate in rates), row
     prepared, run = [line for line in page.splitlines() if line.startswith("| large |")]
+    prepared_dev, with_dev = [line for line in page.splitlines() if line.startswith("| large, dev = last 10% |")]
+    assert re.fullmatch(r"\| large, dev = last 10% \| [\d.]+ \| [\d,]+ \|", prepared_dev), prepared_dev
+    assert re.match(r"\| large, dev = last 10% \| 4 MiB \| \| [\d.]+ \([\d.]+–[\d.]+\) \| [\d,]+ \(", with_dev), (
+        with_dev
+    )
     assert re.fullmatch(r"\| large \| [\d.]+ \| [\d,]+ \|", prepared), prepared  # tinygpt-prepare: time, peak RSS
     assert re.match(r"\| large \| 4 MiB \| [\d,]+ \| [\d.]+ \([\d.]+–[\d.]+\) \| [\d,]+ \(", run), run
     assert "M tokens/s on one thread (goal ≥ 20 M)" in page and "peak RSS, large − tiny" in page
+    assert "with a dev split of 10% of the large corpus, against none:" in page
     documents = sorted(p.name for p in (tmp_path / "work" / "large-4m").iterdir())
     assert documents == ["doc00000.txt", "doc00001.txt", "doc00002.txt", "doc00003.txt"]

@@ -139,7 +139,8 @@ def test_the_dev_split_encoded_in_chunks_is_the_whole_dev_split_encoded(tmp_path
         (folder / f"d{i:02d}.txt").write_text(TEXT[: 300 + 97 * i], encoding="utf-8")
     monkeypatch.setenv("TINYGPT_PREPARED", str(tmp_path / "prepared"))
     monkeypatch.setattr(read_chunks, "__defaults__", (256,))
-    monkeypatch.setattr(datamodule_module, "CHUNK_BYTES", 1000)  # a batch: about four chunks
+    monkeypatch.setattr(datamodule_module, "SCORED_BATCH_CHARS", 1000)  # a batch: about four chunks
+    monkeypatch.setattr(datamodule_module, "PART_CHARS", 100)  # each chunk cut in parts
     config = {"name": "textdir", "corpus": "dir", "path": str(folder), "glob": "*.txt", "split_by": "hash"}
     config |= {"dev": "documents", "dev_fraction": 0.5, "test_fraction": 0.1, "tokenizer": {"name": tokenizer}}
     dm = TextDataModule(config, context_length=16, seed=0)

@@ -11,11 +11,13 @@ is measured, each in its own way:
 - **prepare**: ``prepare_corpus`` (what tinygpt-prepare and every run's set-up call) on --sample-mb of the corpus, in
   a fresh prepared folder, for GPT-2's tokens, a byte-level BPE fitted on the train split (its fitting included)
   and characters; beside it the tokenizer's own encoder on the same documents and threads (``encode_batch`` of
-  HF ``tokenizers``; the character tokenizer's numpy encoder), the ceiling a prepare cannot pass. Both in MB/s of
+  HF ``tokenizers`` on the documents cut into parts of about 1 MiB, its best batch; the character tokenizer's numpy
+  encoder), the ceiling a prepare cannot pass. Both in MB/s of
   UTF-8 text; "a thread" divides by the threads the tokenizer runs on (``tokenizers`` uses every core, the numpy
   encoder one).
 - **a run's peak memory and start-up**: ``tinygpt-train experiment=smoke`` for 1 step on each corpus (no dev
-  split; ``speed.peak_flops`` given, so no peak is measured), each corpus prepared beforehand by tinygpt-prepare in
+  split; and the large one again with the last 10% of its text as dev, four batches of it scored;
+  ``speed.peak_flops`` given, so no peak is measured), each corpus prepared beforehand by tinygpt-prepare in
   a process of its own (whose time and peak RSS are given too), as a child process: its peak RSS (``VmHWM``) and
   its wall time, which differ between the two corpora only by what the data's set-up costs. Interleaved tiny,
   large, tiny, large (--repeats rounds).
@@ -45,6 +47,8 @@ from tinygpt.common.typed import typed
 from tinygpt.data.batches import RandomWindows
 from tinygpt.data.config import DataConfig
 from tinygpt.data.datamodule import prepare_corpus
+from tinygpt.data.documents import split_text
+from tinygpt.data.encoded import PART_CHARS
 from tinygpt.data.errors import DataError
 from tinygpt.data.root import resolve_data_root
 
@@ -104,16 +108,25 @@ def write_corpus(folder: Path, total_mib: float, text: str) -> Path:
     return folder
 
 
-def data_overrides(corpus: Path, dev: bool = True) -> list[str]:
-    """The corpus as ``data=textdir``: one document held out, one for dev (or, for the runs, none: a dev document of
-    megabytes would be scored at the run's one step, which is not start-up)."""
+# the dev split of the prepares and the runs: one document (the prepare rates); none (the runs, whose one step
+# would score a dev document of megabytes, which is not start-up); the last 10% of the text (the large corpus's
+# third run, whose scoring is cut to four batches: the dev split is mapped, so its size must not show)
+DEV_SPLITS = {
+    True: ["data.dev=documents", "data.dev_k=1"],
+    False: ["data.dev=none"],
+    "tail": ["data.dev=tail", "data.dev_fraction=0.1"],
+}
+
+
+def data_overrides(corpus: Path, dev: bool | str = True) -> list[str]:
+    """The corpus as ``data=textdir``: one document held out, the dev split of ``DEV_SPLITS[dev]``."""
     return [
         "data=textdir",
         f"data.path={corpus}",
         "data.glob=*.txt",
         "data.split_by=choice",  # a seeded choice of one held-out document, as every committed figure was made
         "data.test_k=1",
-        *(["data.dev=documents", "data.dev_k=1"] if dev else ["data.dev=none"]),
+        *DEV_SPLITS[dev],
     ]
 
 
@@ -146,9 +159,12 @@ def time_ceiling(corpus: Path, tokenizer: str, prepared: Path) -> tuple[float, i
     texts = [piece.path.read_bytes()[piece.byte_start : piece.byte_end].decode() for piece in plan.train + plan.dev]
     encoder = splits.tokenizer
     hf = getattr(encoder, "hf", None)
+    # the best batch for encode_batch: the documents in parts of about 1 MiB (cut where no token crosses), so every
+    # core has work to the end; whole documents of 8 MiB would leave cores idle while the last ones are encoded
+    parts = [part for text in texts for part in split_text(text, PART_CHARS)]
     start = time.perf_counter()
     if hf is not None:
-        hf.encode_batch(texts, add_special_tokens=False)
+        hf.encode_batch(parts, add_special_tokens=False)
     else:
         for text in texts:
             encoder.encode_with_offsets(text)
@@ -177,14 +193,13 @@ def child(command: list[str], env: dict) -> tuple[float, float]:
     return seconds, peak
 
 
-def prepare_child(corpus: Path, prepared: Path) -> tuple[float, float]:
-    """(wall seconds, peak RSS in MiB) of tinygpt-prepare on ``corpus`` (characters, no dev split), as the runs
-    read it."""
-    command = [sys.executable, "-m", "tinygpt.cli.prepare", *data_overrides(corpus, dev=False), *TOKENIZERS["char"]]
+def prepare_child(corpus: Path, prepared: Path, dev: bool | str = False) -> tuple[float, float]:
+    """(wall seconds, peak RSS in MiB) of tinygpt-prepare on ``corpus`` (characters), as the runs read it."""
+    command = [sys.executable, "-m", "tinygpt.cli.prepare", *data_overrides(corpus, dev), *TOKENIZERS["char"]]
     return child(command, {**os.environ, "TINYGPT_PREPARED": str(prepared)})
 
 
-def run_one_step(corpus: Path, run_dir: Path, prepared: Path) -> tuple[float, float]:
+def run_one_step(corpus: Path, run_dir: Path, prepared: Path, dev: bool | str = False) -> tuple[float, float]:
     """(wall seconds, peak RSS in MiB) of a 1-step tinygpt-train on ``corpus`` in a child process."""
     shutil.rmtree(run_dir, ignore_errors=True)
     command = [
@@ -192,7 +207,8 @@ def run_one_step(corpus: Path, run_dir: Path, prepared: Path) -> tuple[float, fl
         "-m",
         "tinygpt.cli.train",
         "experiment=smoke",
-        *data_overrides(corpus, dev=False),
+        *data_overrides(corpus, dev),
+        *(["+trainer.limit_val_batches=4"] if dev else []),
         *TOKENIZERS["char"],
         "trainer.max_steps=1",
         "trainer.val_check_interval=1",
@@ -215,6 +231,9 @@ def loader_rate(corpus: Path, prepared: Path, steps: int = 200) -> tuple[float, 
     for step in range(steps, 2 * steps):
         windows.batch(step)
     return steps * 64 * 256 / (time.perf_counter() - start), len(splits.train.tokens)
+
+
+LARGE_DEV = "large, dev = last 10%"  # the large corpus with a dev split of a tenth of its text
 
 
 def spread(values: list[float], fmt: str) -> str:
@@ -243,14 +262,16 @@ def main(argv: list[str] | None = None) -> int:
 
     prepared = work / "prepared-runs"  # both corpora prepared first, each by tinygpt-prepare in its own process
     shutil.rmtree(prepared, ignore_errors=True)
-    prepares = {name: prepare_child(corpus, prepared) for name, corpus in (("large", large), ("tiny", tiny))}
+    cases = {"large": (large, False), "tiny": (tiny, False), LARGE_DEV: (large, "tail")}
+    prepares = {name: prepare_child(corpus, prepared, dev) for name, (corpus, dev) in cases.items()}
     for name, (seconds, rss) in prepares.items():
         print(f"tinygpt-prepare {name}: {seconds:,.1f} s, peak RSS {rss:,.0f} MiB", flush=True)
 
-    runs: dict[str, list[tuple[float, float]]] = {"tiny": [], "large": []}
+    runs: dict[str, list[tuple[float, float]]] = {"tiny": [], "large": [], LARGE_DEV: []}
     for round_ in range(args.repeats):
-        for name, corpus in (("tiny", tiny), ("large", large)):
-            seconds, rss = run_one_step(corpus, work / f"run-{name}", prepared)
+        for name in runs:
+            corpus, dev = cases[name]
+            seconds, rss = run_one_step(corpus, work / "run", prepared, dev)
             runs[name].append((seconds, rss))
             print(f"[round {round_ + 1}] {name}: {seconds:.1f} s, peak RSS {rss:,.0f} MiB", flush=True)
 
@@ -275,9 +296,11 @@ def main(argv: list[str] | None = None) -> int:
     rsss = {name: [r for _, r in values] for name, values in runs.items()}
     rss_gap = statistics.median(rsss["large"]) - statistics.median(rsss["tiny"])
     wall_gap = statistics.median(walls["large"]) - statistics.median(walls["tiny"])
+    dev_gap = statistics.median(rsss[LARGE_DEV]) - statistics.median(rsss["large"])
     checks = [
         f"- prepare overhead against the tokenizer alone: {', '.join(overheads)} (goal ≤ 20%)",
         f"- a run's peak RSS, large − tiny: {rss_gap:+,.0f} MiB (goal ≤ 100 MiB)",
+        f"- a run's peak RSS with a dev split of 10% of the large corpus, against none: {dev_gap:+,.0f} MiB",
         f"- 1-step run's wall time, large − tiny: {wall_gap:+,.1f} s (goal ≤ 5 s)",
         f"- loader: {rate / 1e6:,.1f} M tokens/s on one thread (goal ≥ 20 M)",
     ]
@@ -298,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
             *prepare_rows,
             "",
-            "`tinygpt-prepare` of each corpus (characters, no dev split), in its own process:",
+            "`tinygpt-prepare` of each corpus (characters), in its own process:",
             "",
             "| corpus | wall time, s | peak RSS, MiB |",
             "| --- | ---: | ---: |",
@@ -311,6 +334,11 @@ def main(argv: list[str] | None = None) -> int:
             f"| tiny | {TINY_MIB} MiB | | {spread(walls['tiny'], '.1f')} | {spread(rsss['tiny'], ',.0f')} |",
             f"| large | {large_text / MIB:,.0f} MiB | {train_tokens:,} | {spread(walls['large'], '.1f')} "
             f"| {spread(rsss['large'], ',.0f')} |",
+            f"| {LARGE_DEV} | {large_text / MIB:,.0f} MiB | | {spread(walls[LARGE_DEV], '.1f')} "
+            f"| {spread(rsss[LARGE_DEV], ',.0f')} |",
+            "",
+            f"The {LARGE_DEV} run scores four batches of its dev split at its one step "
+            "(`+trainer.limit_val_batches=4`); the others have none.",
             "",
             f"Loader: {rate / 1e6:,.1f} M tokens/s (RandomWindows, batch 64 × 256, one thread, the large corpus).",
             "",

@@ -28,8 +28,8 @@ from tinygpt.common.typed import typed
 from tinygpt.data.batches import SAMPLER_VERSION, RandomWindows, TrainBatches
 from tinygpt.data.config import DataConfig, text_settings
 from tinygpt.data.corpus import Corpus, open_corpus
-from tinygpt.data.documents import CHUNK_BYTES, Piece, read_chunks, read_piece, total_bytes, total_chars
-from tinygpt.data.encoded import EncodedText, TrainChunk, encode_segments, encode_train_chunks
+from tinygpt.data.documents import Piece, read_chunks, read_piece, split_text, total_bytes, total_chars
+from tinygpt.data.encoded import PART_CHARS, EncodedText, TrainChunk, encode_segments, encode_train_chunks
 from tinygpt.data.errors import DataError
 from tinygpt.data.prepared import Encoded, PreparedSplits, TrainTokens, file_identity, mapped_text, prepare
 from tinygpt.data.records import store_counts
@@ -62,6 +62,9 @@ def _read(pieces: tuple[Piece, ...]) -> list[tuple[str, str]]:
 
 # a tail dev split larger than this is worth a line at start: scoring it at every check can outweigh training
 LARGE_DEV_TOKENS = 500_000
+
+# a scored split is encoded in batches of about this many characters: 4 Mi tokens at most, 128 MiB of int64 arrays
+SCORED_BATCH_CHARS = 1 << 22
 
 _FIT_SAMPLE_STREAM = 2  # the seed stream of bpe's fit sample (splits.py's test and dev use 0 and 1)
 
@@ -511,9 +514,11 @@ def _encode(config: DataConfig, corpus: Corpus, plan: SplitPlan, root: DataRoot,
 
 
 def _encoded_split(tokenizer: Tokenizer, pieces: tuple[Piece, ...], counts: dict, unseen: str) -> Iterator[EncodedText]:
-    """A scored split (dev, held-out) with every token's bytes, characters and document, in batches of chunks of
-    about CHUNK_BYTES (one ``encode_many_with_offsets`` call each, on all cores); adds its characters unseen by the
-    tokenizer to ``counts[unseen]``. A document read in several chunks is one document (one index in all)."""
+    """A scored split (dev, held-out) with every token's bytes, characters and document, in batches of about
+    SCORED_BATCH_CHARS (one ``encode_many_with_offsets`` call each, on all cores): each chunk cut into parts where no
+    token crosses (``split_text``, as the train split's), so a batch's four int64 arrays stay near 128 MiB whatever
+    the length of a document; adds its characters unseen by the tokenizer to ``counts[unseen]``. A document read in
+    several chunks and parts is one document (one index in all)."""
     batch: list[tuple[str, str]] = []
 
     def encoded() -> EncodedText:
@@ -525,13 +530,14 @@ def _encoded_split(tokenizer: Tokenizer, pieces: tuple[Piece, ...], counts: dict
         return EncodedText(text.ids, text.token_bytes, text.token_chars, index[text.token_doc], documents)
 
     size = 0
-    for name, text in _chunks(pieces):
-        counts[unseen] += tokenizer.unseen_count(text)
-        batch.append((name, text))
-        size += len(text)
-        if size >= CHUNK_BYTES:
-            yield encoded()
-            batch, size = [], 0
+    for name, chunk in _chunks(pieces):
+        for text in split_text(chunk, PART_CHARS):
+            counts[unseen] += tokenizer.unseen_count(text)
+            batch.append((name, text))
+            size += len(text)
+            if size >= SCORED_BATCH_CHARS:
+                yield encoded()
+                batch, size = [], 0
     if batch:
         yield encoded()
 

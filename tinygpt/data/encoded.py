@@ -30,17 +30,20 @@ class EncodedText:
     token_chars: torch.Tensor
     token_doc: torch.Tensor  # index into documents
     documents: tuple[str, ...]
+    # (characters, bytes) when known without a pass over the arrays: a mapped split's, from its manifest, so that
+    # counting it does not read every page of a large one
+    counts: tuple[int, int] | None = None
 
     def __len__(self) -> int:
         return int(self.ids.numel())
 
     @property
     def bytes(self) -> int:
-        return int(self.token_bytes.sum())
+        return self.counts[1] if self.counts is not None else int(self.token_bytes.sum())
 
     @property
     def chars(self) -> int:
-        return int(self.token_chars.sum())
+        return self.counts[0] if self.counts is not None else int(self.token_chars.sum())
 
     def slice(self, start: int, stop: int) -> EncodedText:
         """Tokens [start, stop), with the document list narrowed to the documents they belong to."""

@@ -159,7 +159,8 @@ def read_prepared(folder: Path, expected_tokenizer: str | None = None) -> Prepar
         # memory-mapped, not read: a large dev split costs pages of the page cache as it is scored, not 32 bytes a
         # token of the process's own memory
         arrays = [torch.from_numpy(_map(folder / f"dev.{name}", DEV_DTYPE, n, "c")) for name in DEV_ARRAYS]
-        dev = EncodedText(*arrays, tuple(manifest["dev"]["documents"]))
+        entry = manifest["dev"]
+        dev = EncodedText(*arrays, tuple(entry["documents"]), (entry["chars"], entry["bytes"]))
     return PreparedSplits(
         folder,
         tokenizer_from_json(tokenizer_json),
@@ -284,7 +285,7 @@ def mapped_text(chunks: Iterable[EncodedText]) -> EncodedText:
         ]
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    return EncodedText(*arrays, tuple(entry["documents"]))
+    return EncodedText(*arrays, tuple(entry["documents"]), (entry["chars"], entry["bytes"]))
 
 
 def remove_abandoned(folder: Path) -> None:

@@ -35,7 +35,7 @@ def window_bits(
             nats = F.cross_entropy(logits.flatten(0, 1), batch["target"].to(device).flatten(), reduction="none")
             nats = nats.view(len(index), -1).cpu().double().numpy()
             for row, w in enumerate(index):
-                start, offset = int(dataset.starts[w]), int(dataset.score_from[w])
+                start, offset = dataset.windows.start(w), dataset.windows.score_from(w)
                 bits[start + 1 + offset : start + 1 + context_length] = nats[row, offset:] / LN2
     return bits
 
