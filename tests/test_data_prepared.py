@@ -115,6 +115,8 @@ def test_the_dev_split_is_mapped_from_its_files_not_read_into_memory(corpus, pre
     mapped = Path("/proc/self/maps").read_text()
     assert all(str(folder / f"dev.{name}") in mapped for name in ("ids", "bytes", "chars", "doc"))
     assert dev.ids.dtype == torch.int32 and len(dev) > 16  # as the files hold them: a window is made int64 as read
+    # its counts come from the manifest (summing the arrays would read every page of a large split), and are theirs
+    assert dev.counts == (int(dev.token_chars.sum()), int(dev.token_bytes.sum())) and dev.chars == dev.counts[0]
 
 
 def test_a_changed_file_is_scanned_and_checked_again(corpus, prepared_dir):
