@@ -44,7 +44,8 @@ def main(cfg: DictConfig) -> None:
         store = corpus.documents[0].path.parent
         each = ", ".join(f"{split} {n['documents']:,}" for split, n in shard_counts(store).items())
         say(f"documents of the shards: {each}, their ids written once into {store}")
-    say(f"corpus: {corpus.location}, {len(corpus.documents):,} document(s), {corpus.bytes:,} bytes")
+    held = "split files" if corpus.kind in ("records", "shards") else "document(s)"
+    say(f"corpus: {corpus.location}, {len(corpus.documents):,} {held}, {corpus.bytes:,} bytes")
     tokenizer = splits.tokenizer
     say(f"tokenizer: {tokenizer.name}, vocabulary {tokenizer.vocab_size:,}; ids stored as {manifest['ids_dtype']}")
     train = manifest["train"]

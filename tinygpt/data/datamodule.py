@@ -361,9 +361,11 @@ class TextDataModule(L.LightningDataModule):
         d, config = self.describe(), self.config
         corpus, splits = d["corpus"], d["splits"]
         checked = "sha256 checked" if corpus["sha256_checked"] else "no checksum (user corpus)"
+        # a records or shards corpus's documents are its three split files (their records or documents: below)
+        held = "split files" if corpus["kind"] in ("records", "shards") else "document(s)"
         lines = [
             f"data: {corpus['name']} ({corpus['kind']} {corpus['location']}, from {corpus['found_in']}, "
-            f"{corpus['documents']:,} document(s), "
+            f"{corpus['documents']:,} {held}, "
             f"{corpus['chars']:,} chars, {corpus['bytes']:,} bytes, {checked})",
             f"tokenizer: {d['tokenizer']['name']}, vocabulary {d['vocab_size']:,}" + self._fitted_on(splits),
             "splits: " + _describe_split_rules(config),
