@@ -46,7 +46,8 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -196,10 +197,7 @@ def prepare(description: dict, make: Callable[[], Encoded], tokenizer: str | Non
     folder = prepared_root() / fingerprint(description)
     if (folder / MANIFEST).is_file():
         return read_prepared(folder, tokenizer)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    remove_abandoned(folder)
-    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.{os.getpid()}.", dir=folder.parent))
-    try:
+    with staged(folder, MANIFEST) as staging:
         encoded = make()
         tokenizer_json = encoded.tokenizer.to_json()
         (staging / TOKENIZER).write_text(tokenizer_json)
@@ -231,13 +229,6 @@ def prepare(description: dict, make: Callable[[], Encoded], tokenizer: str | Non
             "extra": encoded.extra,
         }
         write_json_atomic(staging / MANIFEST, manifest)  # last: a folder with a manifest is complete
-        try:
-            os.rename(staging, folder)
-        except OSError:  # another process renamed the same folder into place first
-            if not (folder / MANIFEST).is_file():
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     return replace(read_prepared(folder, tokenizer), written=True)
 
 
@@ -286,6 +277,39 @@ def mapped_text(chunks: Iterable[EncodedText]) -> EncodedText:
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return EncodedText(*arrays, tuple(entry["documents"]), (entry["chars"], entry["bytes"]))
+
+
+@contextmanager
+def staged(folder: Path, manifest: str) -> Iterator[Path]:
+    """A staging folder beside ``folder`` (``.<name>.<pid>.<random>``) to write it in, renamed into place when the
+    block ends (its ``manifest`` written last), removed when the block fails: a killed writer leaves no folder that
+    looks complete, and the next one removes what it left (``remove_abandoned``). Another process that renamed the
+    same folder into place first wins (its files are the same); the staging copy is dropped."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    remove_abandoned(folder)
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.{os.getpid()}.", dir=folder.parent))
+    try:
+        yield staging
+        try:
+            os.rename(staging, folder)
+        except OSError:  # another process renamed the same folder into place first
+            if not (folder / manifest).is_file():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def check_sizes(folder: Path, sizes: dict[str, int], kind: str, again: str) -> None:
+    """Each file of ``folder`` (name -> the size its manifest says) must be that size: a truncated or edited file
+    is refused in one line naming it (a ``kind`` file); ``again`` says what deleting the folder does."""
+    for name, size in sizes.items():
+        path = folder / name
+        actual = path.stat().st_size if path.exists() else None
+        if actual != size:
+            raise DataError(
+                f"{kind} {path} holds {actual if actual is not None else 'no'} bytes, its manifest says {size:,}; "
+                f"delete {folder} to {again}"
+            )
 
 
 def remove_abandoned(folder: Path) -> None:

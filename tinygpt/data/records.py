@@ -30,8 +30,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +39,7 @@ from tinygpt.common.files import write_json_atomic
 from tinygpt.common.progress import Progress
 from tinygpt.data.config import DataConfig
 from tinygpt.data.errors import DataError
-from tinygpt.data.prepared import file_identity, fingerprint, prepared_root, remove_abandoned
+from tinygpt.data.prepared import check_sizes, file_identity, fingerprint, prepared_root, staged
 
 SPLITS = ("train", "dev", "test")
 STORE_MANIFEST = "records.json"
@@ -230,10 +228,7 @@ def record_store(location: Path, config: DataConfig) -> Path:
     if (folder / STORE_MANIFEST).exists():
         _check_store(folder)
         return folder
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    remove_abandoned(folder)  # a killed pass's staging folder (prepared folders' naming and rule)
-    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.{os.getpid()}.", dir=folder.parent))
-    try:
+    with staged(folder, STORE_MANIFEST) as staging:  # prepared folders' staging, rename and clean-up
         counts = {split: {"records": 0, "bytes": 0} for split in SPLITS}
         empty = 0
         dev_fraction = description["dev_fraction"]
@@ -261,13 +256,6 @@ def record_store(location: Path, config: DataConfig) -> Path:
         if not counts["train"]["records"]:
             raise DataError(f"data.path={config.path}: no record with text went to the train split ({empty} empty)")
         write_json_atomic(staging / STORE_MANIFEST, {**description, "splits": counts, "empty_records": empty})
-        try:
-            staging.rename(folder)
-        except OSError:  # another process wrote the same store meanwhile: its files are the same
-            shutil.rmtree(staging, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return folder
 
 
@@ -280,14 +268,9 @@ def _check_store(folder: Path) -> None:
     except (OSError, ValueError, KeyError, TypeError):
         manifest = folder / STORE_MANIFEST
         raise DataError(f"{manifest} is unreadable; delete {folder} to write the records again") from None
-    for split, size in expected.items():
-        path = folder / f"{split}.txt"
-        actual = path.stat().st_size if path.exists() else None
-        if actual != size:
-            raise DataError(
-                f"records file {path} holds {actual if actual is not None else 'no'} bytes, its manifest says "
-                f"{size:,}; delete {folder} to write the records again"
-            )
+    check_sizes(
+        folder, {f"{split}.txt": size for split, size in expected.items()}, "records file", "write the records again"
+    )
 
 
 def store_counts(folder: Path) -> dict:

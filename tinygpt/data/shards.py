@@ -30,8 +30,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -43,7 +41,7 @@ from tinygpt.common.progress import Progress
 from tinygpt.data.config import DataConfig
 from tinygpt.data.encoded import EncodedText, TrainChunk
 from tinygpt.data.errors import DataError
-from tinygpt.data.prepared import file_identity, fingerprint, prepared_root, remove_abandoned
+from tinygpt.data.prepared import check_sizes, file_identity, fingerprint, prepared_root, staged
 from tinygpt.data.records import SPLITS, source_files, split_of
 from tinygpt.data.tokenizers import Tokenizer
 
@@ -122,12 +120,9 @@ def token_store(location: Path, config: DataConfig, tokenizer: Tokenizer) -> Pat
         return folder
     shards = [(path, read_shard(path)) for path in paths]  # every shard checked before anything is written
     token_bytes, token_chars = token_tables(tokenizer)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    remove_abandoned(folder)
-    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.{os.getpid()}.", dir=folder.parent))
     root = location if location.is_dir() else location.parent
     counts = {split: {"tokens": 0, "documents": 0, "bytes": 0, "chars": 0} for split in SPLITS}
-    try:
+    with staged(folder, STORE_MANIFEST) as staging:
         files = [(staging / f"{split}.ids").open("wb") for split in SPLITS]
         total = sum(int(tokens.size) for _, tokens in shards)
         progress = Progress(f"splitting the token shards of {config.path}", total, unit="tokens", rate=True)
@@ -164,13 +159,6 @@ def token_store(location: Path, config: DataConfig, tokenizer: Tokenizer) -> Pat
         if not counts["train"]["tokens"]:
             raise DataError(f"data.path={config.path}: no document of the shards went to the train split")
         write_json_atomic(staging / STORE_MANIFEST, {**description, "splits": counts})
-        try:
-            staging.rename(folder)
-        except OSError:  # another process wrote the same store meanwhile: its files are the same
-            shutil.rmtree(staging, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return folder
 
 
@@ -185,14 +173,9 @@ def check_store(folder: Path) -> None:
         expected = {split: 2 * int(counts["tokens"]) for split, counts in store_counts(folder).items()}
     except (OSError, ValueError, KeyError, TypeError):
         raise DataError(f"{folder / STORE_MANIFEST} is unreadable; delete {folder} to split the shards again") from None
-    for split, size in expected.items():
-        path = folder / f"{split}.ids"
-        actual = path.stat().st_size if path.exists() else None
-        if actual != size:
-            raise DataError(
-                f"token file {path} holds {actual if actual is not None else 'no'} bytes, its manifest says "
-                f"{size:,}; delete {folder} to split the shards again"
-            )
+    check_sizes(
+        folder, {f"{split}.ids": size for split, size in expected.items()}, "token file", "split the shards again"
+    )
 
 
 def split_ids(path: Path) -> np.ndarray:
