@@ -4,6 +4,7 @@ each record's id, written once into three files that the rest of the data path r
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -108,6 +109,45 @@ def test_jsonl_parquet_and_a_datasets_dataset_of_the_same_records_give_the_same_
     contents = [{split: (s / f"{split}.txt").read_bytes() for split in ("train", "dev", "test")} for s in stores]
     assert all(c == contents[0] for c in contents) and contents[0]["test"]
     assert len({s.name for s in stores}) == 4  # each source its own store
+
+
+def test_a_hub_name_reaches_load_dataset_with_its_config_and_split(tmp_path, prepared, monkeypatch):
+    """A name that is no local path is the hub's (the library's own loader and cache): passed as it is, with
+    data.dataset_config and data.dataset_split. The hub cannot be reached here, so load_dataset answers for it."""
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf_cache"))
+    datasets = pytest.importorskip("datasets")
+    records = stories(300)
+    calls = []
+
+    def load_dataset(path, name=None, split=None, **kwargs):
+        calls.append((path, name, split))
+        return datasets.Dataset.from_list(records)
+
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    monkeypatch.chdir(tmp_path)  # no folder of that name where the name is looked up as a path
+    hub = record_store(Path("roneneldan/TinyStories"), config(name="hf", path="roneneldan/TinyStories", **HUB))
+    assert calls and set(calls) == {("roneneldan/TinyStories", "en", "validation")}
+    jsonl = write_jsonl(tmp_path / "s.jsonl", records)
+    local = record_store(jsonl, config(path=str(jsonl)))
+    assert all((hub / f).read_bytes() == (local / f).read_bytes() for f in ("train.txt", "dev.txt", "test.txt"))
+
+
+HUB = {"dataset_config": "en", "dataset_split": "validation"}
+
+
+def test_a_hub_name_the_library_cannot_reach_is_refused_in_one_line_naming_it(tmp_path):
+    """Offline with nothing in the cache: datasets' own error, as one line that names data.path, from the program
+    a user runs (a fresh process: the hub's offline switch is read when the library is imported)."""
+    pytest.importorskip("datasets")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"), "TINYGPT_PREPARED": str(tmp_path)}
+    command = [sys.executable, "-m", "tinygpt.cli.prepare", "data=hf", "data.path=tinygpt-test/no-such-stories"]
+    result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    named = "data.path=tinygpt-test/no-such-stories: the datasets library could not load it:"
+    assert last.startswith(f"[tinygpt] error: {named}")
+    assert "tinygpt-test/no-such-stories" in last.split("could not load it:")[1]  # the library's own words
+    assert not list(tmp_path.glob("records/*"))  # no store written
 
 
 def test_a_jsonl_corpus_trains_and_its_held_out_split_is_read_only_when_scored(tmp_path, prepared):
