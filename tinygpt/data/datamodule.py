@@ -29,7 +29,14 @@ from tinygpt.data.batches import SAMPLER_VERSION, RandomWindows, TrainBatches
 from tinygpt.data.config import DataConfig, text_settings
 from tinygpt.data.corpus import Corpus, open_corpus
 from tinygpt.data.documents import Piece, read_chunks, read_piece, split_text, total_bytes, total_chars
-from tinygpt.data.encoded import PART_CHARS, EncodedText, TrainChunk, encode_segments, encode_train_chunks
+from tinygpt.data.encoded import (
+    PART_CHARS,
+    EncodedText,
+    TrainChunk,
+    encode_parts,
+    encode_segments,
+    encode_train_chunks,
+)
 from tinygpt.data.errors import DataError
 from tinygpt.data.prepared import Encoded, PreparedSplits, TrainTokens, file_identity, mapped_text, prepare
 from tinygpt.data.records import store_counts
@@ -518,19 +525,10 @@ def _encode(config: DataConfig, corpus: Corpus, plan: SplitPlan, root: DataRoot,
 def _encoded_split(tokenizer: Tokenizer, pieces: tuple[Piece, ...], counts: dict, unseen: str) -> Iterator[EncodedText]:
     """A scored split (dev, held-out) with every token's bytes, characters and document, in batches of about
     SCORED_BATCH_CHARS (one ``encode_many_with_offsets`` call each, on all cores): each chunk cut into parts where no
-    token crosses (``split_text``, as the train split's), so a batch's four int64 arrays stay near 128 MiB whatever
-    the length of a document; adds its characters unseen by the tokenizer to ``counts[unseen]``. A document read in
-    several chunks and parts is one document (one index in all)."""
+    token crosses (``split_text``, as the train split's), so a batch's four int32 arrays (``encode_parts``) stay near
+    64 MiB whatever the length of a document; adds its characters unseen by the tokenizer to ``counts[unseen]``. A
+    document read in several chunks and parts is one document (one index in all)."""
     batch: list[tuple[str, str]] = []
-
-    def encoded() -> EncodedText:
-        names = [name for name, _ in batch]
-        starts = [i == 0 or names[i] != names[i - 1] for i in range(len(names))]
-        index = torch.from_numpy(np.cumsum(starts) - 1)  # segment -> its document in this batch
-        text = encode_segments(tokenizer, batch)
-        documents = tuple(name for name, start in zip(names, starts, strict=True) if start)
-        return EncodedText(text.ids, text.token_bytes, text.token_chars, index[text.token_doc], documents)
-
     size = 0
     for name, chunk in _chunks(pieces):
         for text in split_text(chunk, PART_CHARS):
@@ -538,10 +536,10 @@ def _encoded_split(tokenizer: Tokenizer, pieces: tuple[Piece, ...], counts: dict
             batch.append((name, text))
             size += len(text)
             if size >= SCORED_BATCH_CHARS:
-                yield encoded()
+                yield encode_parts(tokenizer, batch)
                 batch, size = [], 0
     if batch:
-        yield encoded()
+        yield encode_parts(tokenizer, batch)
 
 
 def _chunks(pieces: tuple[Piece, ...]) -> Iterator[tuple[str, str]]:

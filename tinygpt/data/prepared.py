@@ -56,7 +56,7 @@ import torch
 
 from tinygpt.common.files import write_json_atomic
 from tinygpt.data.documents import Document, scan_document
-from tinygpt.data.encoded import EncodedText, TrainChunk
+from tinygpt.data.encoded import SCORED_DTYPE, EncodedText, TrainChunk
 from tinygpt.data.errors import DataError
 from tinygpt.data.root import default_cache_dir
 from tinygpt.data.tokenizers import Tokenizer, tokenizer_from_json
@@ -66,7 +66,8 @@ CACHE_ENV = "TINYGPT_PREPARED"  # where prepared folders live; default: <cache d
 MANIFEST, TOKENIZER = "manifest.json", "tokenizer.json"
 SCANS = "scans"  # the corpora's scans (scan_documents), beside the prepared folders
 DEV_ARRAYS = ("ids", "bytes", "chars", "doc")
-DEV_DTYPE = np.dtype("<i4")  # mapped straight into tensors, nothing copied; a window is made int64 as it is read
+DEV_DTYPE = SCORED_DTYPE  # int32, as encoded (encode_parts); mapped straight into tensors, nothing copied; a window is
+# made int64 as it is read
 
 
 def prepared_root() -> Path:
@@ -172,8 +173,10 @@ def read_prepared(folder: Path, expected_tokenizer: str | None = None) -> Prepar
 
 
 def _append(path: Path, values: torch.Tensor | np.ndarray, dtype: np.dtype) -> None:
+    """``values`` appended to ``path`` as ``dtype``: narrowed (train ids to uint16) only after a check that every
+    value fits; values already in ``dtype`` (a scored split's, encoded as int32) are written as they are."""
     array = values.numpy() if isinstance(values, torch.Tensor) else values
-    if array.size and (array.min() < 0 or array.max() > np.iinfo(dtype).max):
+    if array.dtype != dtype and array.size and (array.min() < 0 or array.max() > np.iinfo(dtype).max):
         raise DataError(f"{path.name}: values outside {dtype.name} (a tokenizer larger than its vocabulary?)")
     with open(path, "ab") as file:
         file.write(np.ascontiguousarray(array, dtype=dtype))  # its buffer: no copy to bytes first
