@@ -103,7 +103,7 @@ def encode_parts(tokenizer: Tokenizer, parts: Sequence[tuple[str, str]]) -> Enco
 class TrainChunk:
     """A chunk of the train split as a prepared folder keeps it: its ids, and the characters and bytes it covers."""
 
-    ids: np.ndarray  # integer ids: int64 as encoded here, uint16 as an llm.c shard holds them (data/shards.py)
+    ids: np.ndarray  # integer ids: as the tokenizer gives them (encode_ids_many), uint16 as an llm.c shard holds them
     chars: int
     bytes: int
     documents: tuple[str, ...]

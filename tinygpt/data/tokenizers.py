@@ -66,7 +66,8 @@ class Tokenizer(ABC):
         return [self.encode_with_offsets(text) for text in texts]
 
     def encode_ids_many(self, texts: Sequence[str]) -> list[np.ndarray]:
-        """The ids of each text (int64), without the per-token counts: what a train split needs."""
+        """The ids of each text (an integer array, int64 here, int32 from char's table), without the per-token
+        counts: what a train split needs (written narrowed to the folder's dtype, prepared.py's ``_append``)."""
         return [self.encode_with_offsets(text)[0].numpy() for text in texts]
 
     def unseen_count(self, text: str) -> int:
@@ -157,7 +158,8 @@ class CharTokenizer(Tokenizer):
         return ids, token_bytes, torch.ones_like(ids)
 
     def encode_ids_many(self, texts: Sequence[str]) -> list[np.ndarray]:
-        return _on_all_cores(lambda text: self._ids(_codepoints(text)), texts)
+        # the table's int32, not widened: the train split narrows them to its dtype anyway
+        return _on_all_cores(lambda text: self._table[_codepoints(text)], texts)
 
     def decode(self, ids: Sequence[int] | torch.Tensor) -> str:
         ids = _as_int_array(ids)
