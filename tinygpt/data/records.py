@@ -170,8 +170,7 @@ def _load_dataset(location: Path, config: DataConfig):
     return dataset
 
 
-def _hf_records(location: Path, config: DataConfig) -> Iterator[tuple[str, str]]:
-    dataset = _load_dataset(location, config)
+def _hf_records(dataset, config: DataConfig) -> Iterator[tuple[str, str]]:
     row = 0
     for batch in dataset.iter(batch_size=1000):
         columns = list(batch)
@@ -181,37 +180,46 @@ def _hf_records(location: Path, config: DataConfig) -> Iterator[tuple[str, str]]
             row += 1
 
 
-def _files_identity(location: Path, config: DataConfig, default_glob: str) -> list:
-    return file_identity(source_files(location, config, default_glob))
-
-
-def _hf_identity(location: Path, config: DataConfig) -> list:
-    dataset = _load_dataset(location, config)
-    return [config.path, config.dataset_config, config.dataset_split, dataset._fingerprint, dataset.num_rows]
-
-
 @dataclass(frozen=True)
-class Reader:
-    identity: Callable[[Path, DataConfig], list]  # what says the source is unchanged, without reading its records
-    records: Callable[[Path, DataConfig], Iterator[tuple[str, str]]]
+class Source:
+    """A records source, opened: what says it is unchanged (without reading its records), and its records."""
+
+    identity: list
+    records: Callable[[], Iterator[tuple[str, str]]]
 
 
-# data.name -> its reader; conf/data/<name>.yaml sets corpus: records
-READERS: dict[str, Reader] = {
-    "jsonl": Reader(lambda loc, cfg: _files_identity(loc, cfg, "*.jsonl"), _jsonl_records),
-    "parquet": Reader(lambda loc, cfg: _files_identity(loc, cfg, "*.parquet"), _parquet_records),
-    "hf": Reader(_hf_identity, _hf_records),
+def _open_files(reader: Callable[[Path, DataConfig], Iterator[tuple[str, str]]], default_glob: str):
+    def open_(location: Path, config: DataConfig) -> Source:
+        identity = file_identity(source_files(location, config, default_glob))
+        return Source(identity, lambda: reader(location, config))
+
+    return open_
+
+
+def _open_hf(location: Path, config: DataConfig) -> Source:
+    """A dataset, loaded once: its identity and its rows come from the same load (a hub dataset's load asks the hub
+    for its revision, unless offline)."""
+    dataset = _load_dataset(location, config)
+    identity = [config.path, config.dataset_config, config.dataset_split, dataset._fingerprint, dataset.num_rows]
+    return Source(identity, lambda: _hf_records(dataset, config))
+
+
+# data.name -> how its source is opened; conf/data/<name>.yaml sets corpus: records
+READERS: dict[str, Callable[[Path, DataConfig], Source]] = {
+    "jsonl": _open_files(_jsonl_records, "*.jsonl"),
+    "parquet": _open_files(_parquet_records, "*.parquet"),
+    "hf": _open_hf,
 }
 
 
 # -- the store: three files, written once --------------------------------------------------------------------
 
 
-def store_description(location: Path, config: DataConfig) -> dict:
+def store_description(source: Source, config: DataConfig) -> dict:
     """What decides a store's contents: the source's identity, the fields and the split rule."""
     return {
         "records": config.name,
-        "source": READERS[config.name].identity(location, config),
+        "source": source.identity,
         "text_field": config.text_field,
         "id_field": config.id_field,
         "split_seed": config.split_seed,
@@ -223,7 +231,8 @@ def store_description(location: Path, config: DataConfig) -> dict:
 def record_store(location: Path, config: DataConfig) -> Path:
     """The folder holding the corpus's train.txt, dev.txt and test.txt: found, or written now (see the module
     docstring); raises DataError naming the record that cannot be read."""
-    description = store_description(location, config)
+    source = READERS[config.name](location, config)
+    description = store_description(source, config)
     folder = prepared_root() / "records" / fingerprint(description)
     if (folder / STORE_MANIFEST).exists():
         _check_store(folder)
@@ -236,7 +245,7 @@ def record_store(location: Path, config: DataConfig) -> Path:
         progress = Progress(f"reading the {config.name} records of {config.path}", None, unit="records")
         read = 0
         try:
-            for record_id, text in READERS[config.name].records(location, config):
+            for record_id, text in source.records():
                 read += 1
                 progress.update(read)
                 if not text:
