@@ -181,8 +181,35 @@ def test_the_held_out_split_is_scored_from_a_mapped_file_of_its_chunks_that_noth
 
 def test_an_encoding_says_how_far_it_is_and_how_fast():
     now = [0.0]
-    progress = Progress("encoding the train split", 10_000_000, clock=lambda: now[0], unit="characters", rate=True)
+    progress = Progress("encoding the train split", 10_000_000, clock=lambda: now[0], unit="bytes", rate=True)
     now[0] = 6.0
-    assert progress.update(3_000_000) == (
-        "encoding the train split: 3,000,000/10,000,000 characters (30%), 6 s, about 14 s left (0.5 M characters/s)"
+    assert progress.update(3_000_000, "document 2 of 5") == (
+        "encoding the train split: 3,000,000/10,000,000 bytes (30%), document 2 of 5, 6 s, about 14 s left "
+        "(0.5 M bytes/s)"
     )
+
+
+def test_a_prepare_says_the_bytes_and_the_document_it_is_at(tmp_path, monkeypatch, capsys):
+    """Through a prepare (every chunk's line, no waiting): the train split's bytes, in chunks of 256 bytes, and the
+    document being encoded, a long one counted once however many chunks it comes in."""
+    from tinygpt.data import datamodule as datamodule_module
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    sizes = [300, 2000, 400, 500]  # the second one: eight chunks
+    for i, size in enumerate(sizes):
+        (folder / f"d{i}.txt").write_text(TEXT[:size], encoding="utf-8")
+    monkeypatch.setenv("TINYGPT_PREPARED", str(tmp_path / "prepared"))
+    monkeypatch.setattr(read_chunks, "__defaults__", (256,))
+    monkeypatch.setattr(datamodule_module, "Progress", lambda *a, **k: Progress(*a, **k, first_after=-1, every=-1))
+    config = {"name": "textdir", "corpus": "dir", "path": str(folder), "glob": "*.txt", "split_by": "hash"}
+    TextDataModule({**config, "dev": "none", "test_fraction": 0.0}, context_length=16, seed=0).setup()
+    lines = [line for line in capsys.readouterr().out.splitlines() if "encoding the train split" in line]
+    total = sum(len(TEXT[:size].encode()) for size in sizes)
+    at = [(int(line.split(": ")[1].split("/")[0].replace(",", "")), line.split(", ")[1]) for line in lines]
+    assert len(at) >= 10 and all(f"/{total:,} bytes (" in line for line in lines)
+    assert [b for b, _ in at] == sorted(b for b, _ in at) and at[-1][0] < total  # the last chunk says nothing
+    documents = [d for _, d in at]
+    assert documents[0] == "document 1 of 4" and documents[-1] == "document 4 of 4"
+    assert sorted(set(documents)) == [f"document {i} of 4" for i in range(1, 5)]
+    assert documents.count("document 2 of 4") >= 7  # counted once over its chunks

@@ -36,8 +36,9 @@ class Progress:
         self.started = self.clock()
         self.next_at = self.started + first_after
 
-    def update(self, done: int) -> str | None:
-        """After ``done`` batches (or ``unit``): the line printed now, or None."""
+    def update(self, done: int, detail: str | None = None) -> str | None:
+        """After ``done`` batches (or ``unit``): the line printed now, or None. detail: said after the share done
+        (an encoding's "document 3 of 12")."""
         now = self.clock()
         if now < self.next_at or (self.total is not None and done >= self.total):
             return None
@@ -45,12 +46,11 @@ class Progress:
         elapsed = now - self.started
         if self.total:
             left = elapsed / done * (self.total - done) if done else float("nan")
-            line = (
-                f"{self.what}: {done:,}/{self.total:,} {self.unit} ({done / self.total:.0%}), {elapsed:.0f} s, "
-                f"about {left:.0f} s left"
-            )
+            line = f"{self.what}: {done:,}/{self.total:,} {self.unit} ({done / self.total:.0%}), "
+            line += f"{detail}, " if detail else ""
+            line += f"{elapsed:.0f} s, about {left:.0f} s left"
         else:
-            line = f"{self.what}: {done:,} {self.unit}, {elapsed:.0f} s"
+            line = f"{self.what}: {done:,} {self.unit}, " + (f"{detail}, " if detail else "") + f"{elapsed:.0f} s"
         if self.rate and elapsed > 0:
             line += f" ({done / elapsed / 1e6:,.1f} M {self.unit}/s)"
         say(line)

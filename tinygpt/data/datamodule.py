@@ -516,7 +516,7 @@ def _encode(config: DataConfig, corpus: Corpus, plan: SplitPlan, root: DataRoot,
         "fit_full_bytes": total_bytes(plan.fit_full),
         "unseen_dev_chars": 0,  # counted as the dev split is encoded, before the manifest is written
     }
-    progress = Progress("encoding the train split", total_chars(plan.train), unit="characters", rate=True)
+    progress = Progress("encoding the train split", total_bytes(plan.train), unit="bytes", rate=True)
     train = _encoded_chunks(tokenizer, plan.train, progress, config.num_proc)
     dev = _encoded_split(tokenizer, plan.dev, extra, "unseen_dev_chars") if plan.dev else None
     return Encoded(tokenizer, train, dev, extra)
@@ -575,8 +575,14 @@ def _fit_texts(pieces: tuple[Piece, ...], config: DataConfig) -> Iterator[str]:
 def _encoded_chunks(
     tokenizer: Tokenizer, pieces: tuple[Piece, ...], progress: Progress, processes: int
 ) -> Iterator[TrainChunk]:
-    done = 0
+    """The train split's chunks encoded (encode_train_chunks), saying how far: bytes, the document being encoded,
+    the time left and the bytes a second."""
+    documents = len(dict.fromkeys(piece.document for piece in pieces))
+    done = document = 0
+    last = None
     for chunk in encode_train_chunks(tokenizer, _chunks(pieces), processes):
         yield chunk
-        done += chunk.chars
-        progress.update(done)
+        done += chunk.bytes
+        document += sum(1 for name in chunk.documents if name != last)  # a long document comes in several chunks
+        last = chunk.documents[-1]
+        progress.update(done, f"document {document:,} of {documents:,}")
