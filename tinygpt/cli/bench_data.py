@@ -12,9 +12,9 @@ is measured, each in its own way:
   a fresh prepared folder, for GPT-2's tokens, a byte-level BPE fitted on the train split (its fitting included)
   and characters; beside it the tokenizer's own encoder on the same documents and threads (``encode_batch`` of
   HF ``tokenizers`` on the documents cut into parts of about 1 MiB, its best batch; the character tokenizer's numpy
-  encoder), the ceiling a prepare cannot pass. Both in MB/s of
-  UTF-8 text; "a thread" divides by the threads the tokenizer runs on (``tokenizers`` uses every core, the numpy
-  encoder one).
+  encoder), the ceiling a prepare cannot pass. Both in MB/s of UTF-8 text, --repeats rounds of the two interleaved
+  after one that warms up; "a thread" divides by the threads the tokenizer runs on (``tokenizers`` uses every
+  core, the numpy encoder one).
 - **a run's peak memory and start-up**: ``tinygpt-train experiment=smoke`` for 1 step on each corpus (no dev
   split; and the large one again with the last 10% of its text as dev, four batches of it scored;
   ``speed.peak_flops`` given, so no peak is measured), each corpus prepared beforehand by tinygpt-prepare in
@@ -277,16 +277,24 @@ def main(argv: list[str] | None = None) -> int:
 
     prepare_rows, overheads = [], []
     for name in TOKENIZERS:
-        seconds, n_bytes = time_prepare(sample, name, work / "prepared-sample")
-        ceiling_s, ceiling_bytes = time_ceiling(sample, name, work / "prepared-sample")
+        rates: dict[str, list[float]] = {"prepare": [], "alone": []}
+        for round_ in range(args.repeats + 1):  # prepare, alone, prepare, alone, ...; the first pair warms up
+            seconds, n_bytes = time_prepare(sample, name, work / "prepared-sample")
+            ceiling_s, ceiling_bytes = time_ceiling(sample, name, work / "prepared-sample")
+            ours, theirs = n_bytes / seconds / MIB, ceiling_bytes / ceiling_s / MIB
+            print(
+                f"[round {round_}] prepare {name}: {ours:,.2f} MB/s; the tokenizer alone {theirs:,.2f} MB/s", flush=True
+            )
+            if round_:
+                rates["prepare"].append(ours)
+                rates["alone"].append(theirs)
         threads = 1 if name == "char" else (os.cpu_count() or 1)
-        ours, theirs = n_bytes / seconds / MIB, ceiling_bytes / ceiling_s / MIB
+        ours, theirs = statistics.median(rates["prepare"]), statistics.median(rates["alone"])
         prepare_rows.append(
-            f"| {name} | {ours:,.2f} | {ours / threads:,.2f} | {theirs:,.2f} | {theirs / threads:,.2f} | {threads} "
-            f"| {1 - ours / theirs:.0%} |"
+            f"| {name} | {spread(rates['prepare'], ',.2f')} | {ours / threads:,.2f} | {spread(rates['alone'], ',.2f')} "
+            f"| {theirs / threads:,.2f} | {threads} | {1 - ours / theirs:.0%} |"
         )
         overheads.append(f"{name} {1 - ours / theirs:.0%}")
-        print(f"prepare {name}: {ours:,.2f} MB/s; the tokenizer alone {theirs:,.2f} MB/s", flush=True)
 
     rate, train_tokens = loader_rate(large, prepared)
     print(f"loader: {rate / 1e6:,.1f} M tokens/s over {train_tokens:,} tokens")
@@ -316,6 +324,9 @@ def main(argv: list[str] | None = None) -> int:
             f"Python {platform.python_version()}.",
             "",
             f"## Preparing ({args.sample_mb:g} MiB, MB/s of UTF-8 text)",
+            "",
+            f"Median (lowest–highest) of {args.repeats} rounds, prepare and the tokenizer alone interleaved, after a "
+            "round that warms up; the overhead compares the medians.",
             "",
             "| tokenizer | prepare | prepare a thread | tokenizer alone | alone a thread | threads | overhead |",
             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
