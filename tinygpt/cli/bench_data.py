@@ -10,11 +10,10 @@ is measured, each in its own way:
 
 - **prepare**: ``prepare_corpus`` (what tinygpt-prepare and every run's set-up call) on --sample-mb of the corpus, in
   a fresh prepared folder, for GPT-2's tokens, a byte-level BPE fitted on the train split (its fitting included)
-  and characters; beside it the tokenizer's own encoder on the same documents and threads (``encode_batch`` of
-  HF ``tokenizers`` on the documents cut into parts of about 1 MiB, its best batch; the character tokenizer's numpy
-  encoder), the ceiling a prepare cannot pass. Both in MB/s of UTF-8 text, --repeats rounds of the two interleaved
-  after one that warms up; "a thread" divides by the threads the tokenizer runs on (``tokenizers`` uses every
-  core, the numpy encoder one).
+  and characters; beside it the tokenizer's own encoder on the same documents, cut into parts of about 1 MiB, on
+  every core (``encode_batch`` of HF ``tokenizers``, its best batch; the character tokenizer's numpy encoder, a
+  thread a core), the ceiling a prepare cannot pass. Both in MB/s of UTF-8 text, --repeats rounds of the two
+  interleaved after one that warms up; "a thread" divides by the cores.
 - **a run's peak memory and start-up**: ``tinygpt-train experiment=smoke`` for 1 step on each corpus (no dev
   split; and the large one again with the last 10% of its text as dev, four batches of it scored;
   ``speed.peak_flops`` given, so no peak is measured), each corpus prepared beforehand by tinygpt-prepare in
@@ -165,9 +164,8 @@ def time_ceiling(corpus: Path, tokenizer: str, prepared: Path) -> tuple[float, i
     start = time.perf_counter()
     if hf is not None:
         hf.encode_batch(parts, add_special_tokens=False)
-    else:
-        for text in texts:
-            encoder.encode_with_offsets(text)
+    else:  # the numpy encoders run the parts on a thread per core, as encode_batch does
+        encoder.encode_many_with_offsets(parts)
     return time.perf_counter() - start, sum(len(t.encode()) for t in texts)
 
 
@@ -288,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
             if round_:
                 rates["prepare"].append(ours)
                 rates["alone"].append(theirs)
-        threads = 1 if name == "char" else (os.cpu_count() or 1)
+        threads = os.cpu_count() or 1  # tokenizers' encode_batch and the numpy encoders alike
         ours, theirs = statistics.median(rates["prepare"]), statistics.median(rates["alone"])
         prepare_rows.append(
             f"| {name} | {spread(rates['prepare'], ',.2f')} | {ours / threads:,.2f} | {spread(rates['alone'], ',.2f')} "
