@@ -188,7 +188,11 @@ class Source:
     records: Callable[[], Iterator[tuple[str, str]]]
 
 
-def _open_files(reader: Callable[[Path, DataConfig], Iterator[tuple[str, str]]], default_glob: str):
+def _open_files(
+    reader: Callable[[Path, DataConfig], Iterator[tuple[str, str]]], default_glob: str
+) -> Callable[[Path, DataConfig], Source]:
+    """A files source's opener: its identity is its files' (names, sizes, modification times)."""
+
     def open_(location: Path, config: DataConfig) -> Source:
         identity = file_identity(source_files(location, config, default_glob))
         return Source(identity, lambda: reader(location, config))
