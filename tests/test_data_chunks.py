@@ -111,19 +111,26 @@ def test_a_stretch_without_a_safe_newline_is_read_on_until_one_comes(tmp_path):
 
 
 def test_a_corpus_prepared_in_chunks_trains_on_the_same_tokens(tmp_path, monkeypatch):
+    """The BPE fitted on chunks of 256 bytes cut into parts of 64 characters, and the text encoded in them, against
+    the text whole: the same merges and the same ids."""
+    from tinygpt.data import datamodule as datamodule_module
+    from tinygpt.data import encoded as encoded_module
+
     (tmp_path / "book.txt").write_text(TEXT * 3, encoding="utf-8")
     config = {"root": str(tmp_path), "name": "textfile", "path": "book.txt", "tokenizer": {"name": "bpe"}}
 
-    def train_ids(prepared: str, chunk_bytes: int) -> np.ndarray:
+    def train_ids(prepared: str, chunk_bytes: int, part_chars: int) -> np.ndarray:
         monkeypatch.setenv("TINYGPT_PREPARED", str(tmp_path / prepared))
         monkeypatch.setattr(documents_module, "CHUNK_BYTES", chunk_bytes)
         monkeypatch.setattr(read_chunks, "__defaults__", (chunk_bytes,))
+        monkeypatch.setattr(datamodule_module, "PART_CHARS", part_chars)  # the fit's parts
+        monkeypatch.setattr(encoded_module, "PART_CHARS", part_chars)  # the encoding's
         dm = TextDataModule(config, context_length=16, seed=0)
         dm.setup()
         return np.asarray(dm.train_split.tokens), dm.tokenizer.to_json()
 
-    chunked, chunked_tokenizer = train_ids("chunked", 256)
-    whole_ids, whole_tokenizer = train_ids("whole", 1 << 25)
+    chunked, chunked_tokenizer = train_ids("chunked", 256, 64)
+    whole_ids, whole_tokenizer = train_ids("whole", 1 << 25, 1 << 25)
     assert chunked_tokenizer == whole_tokenizer and np.array_equal(chunked, whole_ids)
 
 
