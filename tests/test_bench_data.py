@@ -28,6 +28,9 @@ def test_bench_data_writes_its_page(tmp_path, monkeypatch):
         row = next(line for line in page.splitlines() if line.startswith(f"| {tokenizer} |"))
         rates = [float(cell.split()[0].replace(",", "")) for cell in row.strip("|").split("|")[1:5]]
         assert all(rate > 0 for rate in rates), row
+    fitted = next(line for line in page.splitlines() if line.startswith("| bpe |") and line.count("|") == 5)
+    assert re.fullmatch(r"\| bpe \| [\d.]+ \([\d.]+–[\d.]+\) \| [\d.]+ \([\d.]+–[\d.]+\) \| -?\d+% \|", fitted), fitted
+    assert "bpe " in page and "against its fit and encoding)" in page
     prepared, run = [line for line in page.splitlines() if line.startswith("| large |")]
     prepared_dev, with_dev = [line for line in page.splitlines() if line.startswith("| large, dev = last 10% |")]
     assert re.fullmatch(r"\| large, dev = last 10% \| [\d.]+ \| [\d,]+ \|", prepared_dev), prepared_dev

@@ -13,7 +13,8 @@ is measured, each in its own way:
   and characters; beside it the tokenizer's own encoder on the same documents, cut into parts of about 1 MiB, on
   every core (``encode_batch`` of HF ``tokenizers``, its best batch; the character tokenizer's numpy encoder, a
   thread a core), the ceiling a prepare cannot pass. Both in MB/s of UTF-8 text, --repeats rounds of the two
-  interleaved after one that warms up; "a thread" divides by the cores.
+  interleaved after one that warms up; "a thread" divides by the cores. A bpe prepare also fits the BPE, so it is
+  also set beside ``tokenizers``' own trainer on the same train documents and parts followed by ``encode_batch``.
 - **a run's peak memory and start-up**: ``tinygpt-train experiment=smoke`` for 1 step on each corpus (no dev
   split; and the large one again with the last 10% of its text as dev, four batches of it scored;
   ``speed.peak_flops`` given, so no peak is measured), each corpus prepared beforehand by tinygpt-prepare in
@@ -151,6 +152,21 @@ def time_prepare(
     return seconds, splits.manifest["train"]["bytes"] + (splits.manifest["dev"] or {}).get("bytes", 0)
 
 
+def time_fit(corpus: Path, tokenizer: str, prepared: Path) -> float:
+    """Seconds ``tokenizers``' own BPE trainer takes to fit the same vocabulary on the same train documents, in the
+    same 1 MiB parts (its best batch): the part of a bpe prepare that is the library's fitting, not tinygpt's."""
+    from tinygpt.data.tokenizers import train_bpe
+
+    os.environ["TINYGPT_PREPARED"] = str(prepared)
+    config = data_config(corpus, tokenizer)
+    _, _, plan, _ = prepare_corpus(config)  # mapped: prepared by time_prepare
+    texts = [piece.path.read_bytes()[piece.byte_start : piece.byte_end].decode() for piece in plan.train]
+    parts = [part for text in texts for part in split_text(text, PART_CHARS)]
+    start = time.perf_counter()
+    train_bpe(parts, config.tokenizer.vocab_size)
+    return time.perf_counter() - start
+
+
 def time_ceiling(corpus: Path, tokenizer: str, prepared: Path) -> tuple[float, int]:
     """Seconds the tokenizer alone takes to encode the same train and dev documents (the folder's tokenizer)."""
     os.environ["TINYGPT_PREPARED"] = str(prepared)
@@ -273,26 +289,39 @@ def main(argv: list[str] | None = None) -> int:
             runs[name].append((seconds, rss))
             print(f"[round {round_ + 1}] {name}: {seconds:.1f} s, peak RSS {rss:,.0f} MiB", flush=True)
 
-    prepare_rows, overheads = [], []
+    prepare_rows, fit_rows, overheads = [], [], []
     for name in TOKENIZERS:
-        rates: dict[str, list[float]] = {"prepare": [], "alone": []}
+        rates: dict[str, list[float]] = {"prepare": [], "alone": [], "fit": []}
         for round_ in range(args.repeats + 1):  # prepare, alone, prepare, alone, ...; the first pair warms up
             seconds, n_bytes = time_prepare(sample, name, work / "prepared-sample")
             ceiling_s, ceiling_bytes = time_ceiling(sample, name, work / "prepared-sample")
+            fit_s = time_fit(sample, name, work / "prepared-sample") if name == "bpe" else None
             ours, theirs = n_bytes / seconds / MIB, ceiling_bytes / ceiling_s / MIB
             print(
-                f"[round {round_}] prepare {name}: {ours:,.2f} MB/s; the tokenizer alone {theirs:,.2f} MB/s", flush=True
+                f"[round {round_}] prepare {name}: {ours:,.2f} MB/s; the tokenizer alone {theirs:,.2f} MB/s"
+                + ("" if fit_s is None else f", its fit and encoding {ceiling_bytes / (ceiling_s + fit_s) / MIB:,.2f}"),
+                flush=True,
             )
             if round_:
                 rates["prepare"].append(ours)
                 rates["alone"].append(theirs)
+                if fit_s is not None:
+                    rates["fit"].append(ceiling_bytes / (ceiling_s + fit_s) / MIB)
         threads = os.cpu_count() or 1  # tokenizers' encode_batch and the numpy encoders alike
         ours, theirs = statistics.median(rates["prepare"]), statistics.median(rates["alone"])
         prepare_rows.append(
             f"| {name} | {spread(rates['prepare'], ',.2f')} | {ours / threads:,.2f} | {spread(rates['alone'], ',.2f')} "
             f"| {theirs / threads:,.2f} | {threads} | {1 - ours / theirs:.0%} |"
         )
-        overheads.append(f"{name} {1 - ours / theirs:.0%}")
+        if rates["fit"]:  # a fitted tokenizer: also against the library's own fit and encoding
+            fitted = statistics.median(rates["fit"])
+            fit_rows.append(
+                f"| {name} | {spread(rates['prepare'], ',.2f')} | {spread(rates['fit'], ',.2f')} "
+                f"| {1 - ours / fitted:.0%} |"
+            )
+            overheads.append(f"{name} {1 - ours / theirs:.0%} ({1 - ours / fitted:.0%} against its fit and encoding)")
+        else:
+            overheads.append(f"{name} {1 - ours / theirs:.0%}")
 
     rate, train_tokens = loader_rate(large, prepared)
     print(f"loader: {rate / 1e6:,.1f} M tokens/s over {train_tokens:,} tokens")
@@ -329,6 +358,13 @@ def main(argv: list[str] | None = None) -> int:
             "| tokenizer | prepare | prepare a thread | tokenizer alone | alone a thread | threads | overhead |",
             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
             *prepare_rows,
+            "",
+            "A fitted BPE's prepare fits it too, which encoding alone does not; beside it, `tokenizers`' own trainer "
+            "on the same train documents in the same parts, then `encode_batch` (MB/s of the text encoded):",
+            "",
+            "| tokenizer | prepare | the library's fit and encoding | overhead |",
+            "| --- | ---: | ---: | ---: |",
+            *fit_rows,
             "",
             "`tinygpt-prepare` of each corpus (characters), in its own process:",
             "",
