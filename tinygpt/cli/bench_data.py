@@ -47,7 +47,7 @@ from tinygpt.common.typed import typed
 from tinygpt.data.batches import RandomWindows
 from tinygpt.data.config import DataConfig
 from tinygpt.data.datamodule import prepare_corpus
-from tinygpt.data.documents import split_text
+from tinygpt.data.documents import read_piece, split_text
 from tinygpt.data.encoded import PART_CHARS
 from tinygpt.data.errors import DataError
 from tinygpt.data.root import resolve_data_root
@@ -160,7 +160,7 @@ def time_fit(corpus: Path, tokenizer: str, prepared: Path) -> float:
     os.environ["TINYGPT_PREPARED"] = str(prepared)
     config = data_config(corpus, tokenizer)
     _, _, plan, _ = prepare_corpus(config)  # mapped: prepared by time_prepare
-    texts = [piece.path.read_bytes()[piece.byte_start : piece.byte_end].decode() for piece in plan.train]
+    texts = [read_piece(piece) for piece in plan.train]
     parts = [part for text in texts for part in split_text(text, PART_CHARS)]
     start = time.perf_counter()
     train_bpe(parts, config.tokenizer.vocab_size)
@@ -171,7 +171,7 @@ def time_ceiling(corpus: Path, tokenizer: str, prepared: Path) -> tuple[float, i
     """Seconds the tokenizer alone takes to encode the same train and dev documents (the folder's tokenizer)."""
     os.environ["TINYGPT_PREPARED"] = str(prepared)
     _, _, plan, splits = prepare_corpus(data_config(corpus, tokenizer))  # mapped: prepared by time_prepare
-    texts = [piece.path.read_bytes()[piece.byte_start : piece.byte_end].decode() for piece in plan.train + plan.dev]
+    texts = [read_piece(piece) for piece in plan.train + plan.dev]
     encoder = splits.tokenizer
     hf = getattr(encoder, "hf", None)
     # the best batch for encode_batch: the documents in parts of about 1 MiB (cut where no token crosses), so every
