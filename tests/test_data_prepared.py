@@ -114,9 +114,50 @@ def test_the_dev_split_is_mapped_from_its_files_not_read_into_memory(corpus, pre
     dev = module(corpus).dev_split
     mapped = Path("/proc/self/maps").read_text()
     assert all(str(folder / f"dev.{name}") in mapped for name in ("ids", "bytes", "chars", "doc"))
-    assert dev.ids.dtype == torch.int32 and len(dev) > 16  # as the files hold them: a window is made int64 as read
+    # as the files hold them, each in the narrowest dtype torch computes with: a window is made int64 as it is read
+    assert [a.dtype for a in (dev.ids, dev.token_bytes, dev.token_chars, dev.token_doc)] == [torch.uint8] * 4
+    assert len(dev) > 16 and (folder / "dev.ids").stat().st_size == len(dev)
     # its counts come from the manifest (summing the arrays would read every page of a large split), and are theirs
     assert dev.counts == (int(dev.token_chars.sum()), int(dev.token_bytes.sum())) and dev.chars == dev.counts[0]
+
+
+def _chunk(ids, token_bytes, docs, names):
+    as_tensor = lambda values: torch.tensor(values, dtype=torch.int32)  # noqa: E731
+    return encoded_module.EncodedText(
+        as_tensor(ids), as_tensor(token_bytes), torch.ones(len(ids), dtype=torch.uint8), as_tensor(docs), names
+    )
+
+
+def test_a_scored_split_is_written_in_the_narrowest_dtype_that_holds_its_values_whatever_its_chunks(tmp_path):
+    chunks = [
+        _chunk([3, 200], [1, 2], [0, 0], ("a",)),
+        _chunk([255, 300], [4, 4], [0, 1], ("a", "b")),  # an id past uint8: ids widen to int16
+        _chunk([70_000, 1], [300, 1], [0, 0], ("c",)),  # past int16, and a token of 300 bytes
+    ]
+    written = {}
+    for name, cut in (("chunks", chunks), ("one", None)):
+        folder = tmp_path / name
+        folder.mkdir()
+        if cut is None:  # the same split given as one chunk
+            cat = lambda k: torch.cat([getattr(c, k) for c in chunks])  # noqa: E731
+            doc = torch.cat([chunks[0].token_doc, chunks[1].token_doc, chunks[2].token_doc + 2])
+            cut = [encoded_module.EncodedText(cat("ids"), cat("token_bytes"), cat("token_chars"), doc, ("a", "b", "c"))]
+        entry = prepared_module._write_arrays(folder, cut)
+        assert entry["dtypes"] == {"ids": "<i4", "bytes": "<i2", "chars": "|u1", "doc": "|u1"}
+        mapped = prepared_module._mapped_arrays(folder, entry)
+        assert mapped.ids.tolist() == [3, 200, 255, 300, 70_000, 1]
+        assert mapped.token_bytes.tolist() == [1, 2, 4, 4, 300, 1] and mapped.token_doc.tolist() == [0, 0, 0, 1, 2, 2]
+        assert mapped.documents == ("a", "b", "c") and mapped.counts == (6, 312)
+        written[name] = {f.name: f.read_bytes() for f in folder.iterdir()}
+    assert written["chunks"] == written["one"]  # widened files hold what one write of the whole would
+
+
+def test_a_wide_file_is_widened_a_block_at_a_time(tmp_path, monkeypatch):
+    monkeypatch.setattr(prepared_module, "_WIDEN_BLOCK", 3)
+    path = tmp_path / "dev.ids"
+    path.write_bytes(np.arange(10, dtype=np.uint8).tobytes())
+    prepared_module._widen(path, np.dtype(np.uint8), np.dtype("<i4"))
+    assert np.fromfile(path, dtype="<i4").tolist() == list(range(10)) and not list(tmp_path.glob("*.wide"))
 
 
 def test_a_changed_file_is_scanned_and_checked_again(corpus, prepared_dir):

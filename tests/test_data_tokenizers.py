@@ -6,6 +6,7 @@ import functools
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -57,6 +58,27 @@ def test_round_trip_and_offsets(kind):
         assert int(token_bytes.sum()) == len(text.encode("utf-8"))  # what bits per byte divides by
         assert int(token_chars.sum()) == len(text)
         assert max(ids, default=0) < tok.vocab_size
+
+
+@pytest.mark.parametrize("kind", ["char", "bytes", "bpe", "gpt2"])
+def test_encode_arrays_are_the_offsets_in_the_tokenizers_narrowest_dtypes(kind):
+    tokenizers = all_tokenizers()
+    if kind not in tokenizers:
+        pytest.skip("gpt2 needs TINYGPT_DATA (CI sets it)")
+    tok = tokenizers[kind]
+    arrays = tok.encode_arrays(MIXED + FIT)
+    offsets = tok.encode_with_offsets(MIXED + FIT)
+    assert all(a.tolist() == o.tolist() for a, o in zip(arrays, offsets, strict=True))
+    # no int64 on the way to a prepared folder: a character's or a byte's counts are bytes (a token of GPT-2's covers
+    # at most 128 bytes, a fitted BPE's here fewer than 256)
+    assert all(a.dtype.itemsize <= 4 for a in arrays) and arrays[1].dtype == arrays[2].dtype == np.uint8
+    assert [a.tolist() for a in tok.encode_many_arrays([MIXED, FIT])[1]] == [a.tolist() for a in tok.encode_arrays(FIT)]
+
+
+def test_a_bpe_token_longer_than_255_bytes_is_counted_in_full():
+    tok = train_bpe([("a" * 1024 + " ") * 4], vocab_size=270)  # merges double "a": tokens of 512 and 1024 bytes
+    ids, token_bytes, token_chars = tok.encode_arrays("a" * 1024)
+    assert token_bytes.dtype == np.int32 and token_bytes.tolist() == [1024] and token_chars.tolist() == [1024]
 
 
 @pytest.mark.parametrize("kind", ["char", "bytes", "bpe", "gpt2"])

@@ -70,7 +70,7 @@ def _read(pieces: tuple[Piece, ...]) -> list[tuple[str, str]]:
 # a tail dev split larger than this is worth a line at start: scoring it at every check can outweigh training
 LARGE_DEV_TOKENS = 500_000
 
-# a scored split is encoded in batches of about this many characters: 4 Mi tokens at most, 128 MiB of int64 arrays
+# a scored split is encoded in batches of about this many characters: 4 Mi tokens at most, 64 MiB of arrays at most
 SCORED_BATCH_CHARS = 1 << 22
 
 _FIT_SAMPLE_STREAM = 2  # the seed stream of bpe's fit sample (splits.py's test and dev use 0 and 1)
@@ -524,22 +524,26 @@ def _encode(config: DataConfig, corpus: Corpus, plan: SplitPlan, root: DataRoot,
 
 def _encoded_split(tokenizer: Tokenizer, pieces: tuple[Piece, ...], counts: dict, unseen: str) -> Iterator[EncodedText]:
     """A scored split (dev, held-out) with every token's bytes, characters and document, in batches of about
-    SCORED_BATCH_CHARS (one ``encode_many_with_offsets`` call each, on all cores): each chunk cut into parts where no
-    token crosses (``split_text``, as the train split's), so a batch's four int32 arrays (``encode_parts``) stay near
+    SCORED_BATCH_CHARS (one ``encode_many_arrays`` call each, on all cores): each chunk cut into parts where no
+    token crosses (``split_text``, as the train split's), so a batch's four arrays (``encode_parts``) stay near
     64 MiB whatever the length of a document; adds its characters unseen by the tokenizer to ``counts[unseen]``. A
     document read in several chunks and parts is one document (one index in all)."""
     batch: list[tuple[str, str]] = []
     size = 0
     for name, chunk in _chunks(pieces):
         for text in split_text(chunk, PART_CHARS):
-            counts[unseen] += tokenizer.unseen_count(text)
             batch.append((name, text))
             size += len(text)
             if size >= SCORED_BATCH_CHARS:
-                yield encode_parts(tokenizer, batch)
+                yield _counted(encode_parts(tokenizer, batch), tokenizer, counts, unseen)
                 batch, size = [], 0
     if batch:
-        yield encode_parts(tokenizer, batch)
+        yield _counted(encode_parts(tokenizer, batch), tokenizer, counts, unseen)
+
+
+def _counted(encoded: EncodedText, tokenizer: Tokenizer, counts: dict, unseen: str) -> EncodedText:
+    counts[unseen] += tokenizer.unseen_in(encoded.ids.numpy())
+    return encoded
 
 
 def _chunks(pieces: tuple[Piece, ...]) -> Iterator[tuple[str, str]]:

@@ -24,7 +24,8 @@ from tinygpt.data.tokenizers import Tokenizer, tokenizer_from_json
 
 @dataclass(frozen=True)
 class EncodedText:
-    # integer tensors [N]: int64 as encoded here, int32 as a prepared folder's dev split is mapped (prepared.py)
+    # integer tensors [N]: int64 from encode_segments, narrower from encode_parts and as a prepared folder's dev split
+    # is mapped (prepared.py: uint8, int16 or int32 each); a window is made int64 as it is read (windows.py)
     ids: torch.Tensor
     token_bytes: torch.Tensor
     token_chars: torch.Tensor
@@ -73,25 +74,24 @@ def encode_segments(tokenizer: Tokenizer, segments: Sequence[tuple[str, str]]) -
     return EncodedText(ids, token_bytes, token_chars, token_doc, names)
 
 
-SCORED_DTYPE = np.dtype("<i4")  # a scored split's four arrays, as a prepared folder keeps them (prepared.DEV_DTYPE)
-
-
 def encode_parts(tokenizer: Tokenizer, parts: Sequence[tuple[str, str]]) -> EncodedText:
-    """(document name, text) parts of a scored split, in order, encoded in one ``encode_many_with_offsets`` call (on
-    all cores) into int32 arrays, the dtype they are written in: each of the three arrays gathered and narrowed in
-    one pass into memory allocated once, not concatenated as int64 first and narrowed when written (for characters,
-    whose encoder is a table lookup, those passes cost more than the encoding). Consecutive parts under one name are
-    one document (a document read in chunks and cut into parts): one index in ``token_doc``."""
+    """(document name, text) parts of a scored split, in order, encoded in one ``encode_many_arrays`` call (on all
+    cores) into arrays in the dtypes the tokenizer gives (char: int16 ids, uint8 counts), which a prepared folder
+    narrows further as it writes them (prepared.py's ``_write_arrays``): each of the three gathered in one pass into
+    memory allocated once, never widened to int64 on the way (for characters, whose encoder is a table lookup, such
+    passes cost more than the encoding). Consecutive parts under one name are one document (a document read in
+    chunks and cut into parts): one index in ``token_doc`` (int32)."""
     names = [name for name, _ in parts]
     starts = np.array([i == 0 or names[i] != names[i - 1] for i in range(len(names))], dtype=bool)
-    part_doc = (np.cumsum(starts) - 1).astype(SCORED_DTYPE)  # part -> its document in this batch
-    encoded = tokenizer.encode_many_with_offsets([text for _, text in parts])
-    lengths = np.array([ids.numel() for ids, _, _ in encoded], dtype=np.int64)
+    part_doc = (np.cumsum(starts) - 1).astype(np.int32)  # part -> its document in this batch
+    encoded = tokenizer.encode_many_arrays([text for _, text in parts])
+    lengths = np.array([part[0].size for part in encoded], dtype=np.int64)
     arrays = []
     for k in range(3):  # ids, token_bytes, token_chars
-        out = np.empty(int(lengths.sum()), dtype=SCORED_DTYPE)
+        pieces = [part[k] for part in encoded]
+        out = np.empty(int(lengths.sum()), dtype=np.result_type(*pieces) if pieces else np.int32)
         if out.size:
-            np.concatenate([part[k].numpy() for part in encoded], out=out, casting="same_kind")
+            np.concatenate(pieces, out=out)
         arrays.append(torch.from_numpy(out))
     token_doc = torch.from_numpy(np.repeat(part_doc, lengths))
     documents = tuple(name for name, start in zip(names, starts, strict=True) if start)

@@ -8,10 +8,13 @@ the first run (or ``tinygpt-prepare``) writes a prepared folder and every later 
 - ``train.ids``: the train split's token ids, ``uint16`` when the vocabulary fits, else ``uint32``, read with
   ``numpy.memmap``: the random windows of a batch touch only their own pages, and a training run needs nothing
   else of the train split (its loss is per token; bits per byte is scored on dev and test);
-- ``dev.ids``, ``dev.bytes``, ``dev.chars``, ``dev.doc`` (``int32``): what exact bits per byte needs, each token's
-  UTF-8 bytes and characters and its document, written a chunk at a time and memory-mapped into the tensors
-  scoring reads (nothing converted or copied but a window at a time, tinygpt/data/windows.py: a large dev split
-  costs disk and page cache, not the process's own memory);
+- ``dev.ids``, ``dev.bytes``, ``dev.chars``, ``dev.doc``: what exact bits per byte needs, each token's UTF-8 bytes
+  and characters and its document, written a chunk at a time and memory-mapped into the tensors scoring reads
+  (nothing converted or copied but a window at a time, tinygpt/data/windows.py: a large dev split costs disk and
+  page cache, not the process's own memory). Each in the narrowest of ``uint8``, ``int16`` and ``int32`` that holds
+  its values (the manifest says which; torch computes with all three, not with ``uint16``): characters take 4 to
+  6 bytes a token (ids below 256 or 32,768, one to four bytes and one character a token, the document's index),
+  GPT-2's tokens 7 to 10, where four ``int32`` took 16;
 - ``tokenizer.json``: the fitted tokenizer (fitted on the train split only, as before);
 - ``manifest.json``: the fingerprint, the counts, each file's size, and the tinygpt version.
 
@@ -56,18 +59,19 @@ import torch
 
 from tinygpt.common.files import write_json_atomic
 from tinygpt.data.documents import Document, scan_document
-from tinygpt.data.encoded import SCORED_DTYPE, EncodedText, TrainChunk
+from tinygpt.data.encoded import EncodedText, TrainChunk
 from tinygpt.data.errors import DataError
 from tinygpt.data.root import default_cache_dir
 from tinygpt.data.tokenizers import Tokenizer, tokenizer_from_json
 
-FORMAT = "tinygpt-prepared-v2"  # bump when what a prepared folder holds, or how, changes (v2: int32 dev arrays)
+FORMAT = "tinygpt-prepared-v3"  # bump when what a prepared folder holds, or how, changes (v3: narrowest dev arrays)
 CACHE_ENV = "TINYGPT_PREPARED"  # where prepared folders live; default: <cache dir>/prepared
 MANIFEST, TOKENIZER = "manifest.json", "tokenizer.json"
 SCANS = "scans"  # the corpora's scans (scan_documents), beside the prepared folders
 DEV_ARRAYS = ("ids", "bytes", "chars", "doc")
-DEV_DTYPE = SCORED_DTYPE  # int32, as encoded (encode_parts); mapped straight into tensors, nothing copied; a window is
-# made int64 as it is read
+# a scored array's dtypes, narrowest first, each holding every value of the one before: mapped straight into tensors
+# (torch computes with these, and not with uint16), nothing copied; a window is made int64 as it is read
+SCORED_DTYPES = (np.dtype(np.uint8), np.dtype("<i2"), np.dtype("<i4"))
 
 
 def prepared_root() -> Path:
@@ -157,12 +161,9 @@ def read_prepared(folder: Path, expected_tokenizer: str | None = None) -> Prepar
     tokens = _map(folder / "train.ids", dtype, train["tokens"])
     dev = None
     if manifest.get("dev") is not None:
-        n = manifest["dev"]["tokens"]
         # memory-mapped, not read: a large dev split costs pages of the page cache as it is scored, not 32 bytes a
         # token of the process's own memory
-        arrays = [torch.from_numpy(_map(folder / f"dev.{name}", DEV_DTYPE, n, "c")) for name in DEV_ARRAYS]
-        entry = manifest["dev"]
-        dev = EncodedText(*arrays, tuple(entry["documents"]), (entry["chars"], entry["bytes"]))
+        dev = _mapped_arrays(folder, manifest["dev"])
     return PreparedSplits(
         folder,
         tokenizer_from_json(tokenizer_json),
@@ -172,11 +173,19 @@ def read_prepared(folder: Path, expected_tokenizer: str | None = None) -> Prepar
     )
 
 
+def _fits(array: np.ndarray, dtype: np.dtype) -> bool:
+    """Every value of ``array`` is one of ``dtype``'s: by its dtype alone where it can only hold such values."""
+    if np.can_cast(array.dtype, dtype, "safe") or not array.size:
+        return True
+    info = np.iinfo(dtype)
+    return bool(array.min() >= info.min and array.max() <= info.max)
+
+
 def _append(path: Path, values: torch.Tensor | np.ndarray, dtype: np.dtype) -> None:
     """``values`` appended to ``path`` as ``dtype``: narrowed (train ids to uint16) only after a check that every
-    value fits; values already in ``dtype`` (a scored split's, encoded as int32) are written as they are."""
+    value fits."""
     array = values.numpy() if isinstance(values, torch.Tensor) else values
-    if array.dtype != dtype and array.size and (array.min() < 0 or array.max() > np.iinfo(dtype).max):
+    if not _fits(array, dtype):
         raise DataError(f"{path.name}: values outside {dtype.name} (a tokenizer larger than its vocabulary?)")
     with open(path, "ab") as file:
         file.write(np.ascontiguousarray(array, dtype=dtype))  # its buffer: no copy to bytes first
@@ -247,7 +256,10 @@ def _link_or_copy(source: Path, target: Path) -> None:
 
 def _write_arrays(staging: Path, chunks: Iterable[EncodedText]) -> dict:
     """A split's arrays (``dev.<array>``) appended chunk by chunk (a document continued from the last chunk keeps its
-    index); returns its manifest entry."""
+    index), each in the narrowest of SCORED_DTYPES that holds its values so far: a chunk with a value the file's
+    dtype cannot hold widens what is written before it is appended (at most twice a file, ``_widen``), so the dtypes
+    depend on the values alone, not on how the split was cut into chunks. Returns its manifest entry."""
+    dtypes = dict.fromkeys(DEV_ARRAYS, SCORED_DTYPES[0])
     for name in DEV_ARRAYS:
         (staging / f"dev.{name}").touch()
     tokens = chars = n_bytes = 0
@@ -256,11 +268,48 @@ def _write_arrays(staging: Path, chunks: Iterable[EncodedText]) -> dict:
         continued = bool(documents and chunk.documents and chunk.documents[0] == documents[-1])
         first = len(documents) - 1 if continued else len(documents)
         documents += list(chunk.documents[1:] if continued else chunk.documents)
-        values = (chunk.ids, chunk.token_bytes, chunk.token_chars, chunk.token_doc + first)
+        doc = chunk.token_doc.numpy()
+        values = (chunk.ids, chunk.token_bytes, chunk.token_chars, doc + np.int64(first) if first else doc)
         for name, array in zip(DEV_ARRAYS, values, strict=True):
-            _append(staging / f"dev.{name}", array, DEV_DTYPE)
+            array = array.numpy() if isinstance(array, torch.Tensor) else array
+            path = staging / f"dev.{name}"
+            wide = next(dtype for dtype in SCORED_DTYPES if _fits(array, dtype))
+            if wide.itemsize > dtypes[name].itemsize:
+                _widen(path, dtypes[name], wide)
+                dtypes[name] = wide
+            _append(path, array, dtypes[name])
         tokens, chars, n_bytes = tokens + len(chunk), chars + chunk.chars, n_bytes + chunk.bytes
-    return {"tokens": tokens, "chars": chars, "bytes": n_bytes, "documents": documents}
+    return {
+        "tokens": tokens,
+        "chars": chars,
+        "bytes": n_bytes,
+        "documents": documents,
+        "dtypes": {name: dtype.str for name, dtype in dtypes.items()},
+    }
+
+
+_WIDEN_BLOCK = 1 << 24  # values a block when a file is widened: memory stays bounded whatever its size
+
+
+def _widen(path: Path, dtype: np.dtype, wider: np.dtype) -> None:
+    """``path``'s values, written as ``dtype``, rewritten as ``wider`` a block at a time (through a file beside it,
+    renamed over it)."""
+    count = path.stat().st_size // dtype.itemsize
+    target = path.with_name(path.name + ".wide")
+    with open(path, "rb") as source, open(target, "wb") as out:
+        for _ in range(0, count, _WIDEN_BLOCK):
+            values = np.fromfile(source, dtype=dtype, count=_WIDEN_BLOCK)
+            out.write(values.astype(wider))
+    os.replace(target, path)
+
+
+def _mapped_arrays(folder: Path, entry: dict) -> EncodedText:
+    """A scored split's arrays (``_write_arrays``'s entry) memory-mapped into tensors, each in its own dtype."""
+    arrays = [
+        torch.from_numpy(_map(folder / f"dev.{name}", np.dtype(entry["dtypes"][name]), entry["tokens"], "c"))
+        for name in DEV_ARRAYS
+    ]
+    return EncodedText(*arrays, tuple(entry["documents"]), (entry["chars"], entry["bytes"]))
 
 
 def mapped_text(chunks: Iterable[EncodedText]) -> EncodedText:
@@ -273,13 +322,9 @@ def mapped_text(chunks: Iterable[EncodedText]) -> EncodedText:
     remove_abandoned(root / "scoring")  # a killed scoring's scratch folder
     scratch = Path(tempfile.mkdtemp(prefix=f".scoring.{os.getpid()}.", dir=root))
     try:
-        entry = _write_arrays(scratch, chunks)
-        arrays = [
-            torch.from_numpy(_map(scratch / f"dev.{name}", DEV_DTYPE, entry["tokens"], "c")) for name in DEV_ARRAYS
-        ]
+        return _mapped_arrays(scratch, _write_arrays(scratch, chunks))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    return EncodedText(*arrays, tuple(entry["documents"]), (entry["chars"], entry["bytes"]))
 
 
 @contextmanager

@@ -38,6 +38,7 @@ DEFAULT_BPE_FIT_BYTES = 256 * 2**20
 
 TOKENIZER_FILE = "tokenizer.json"
 Offsets = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # ids, token_bytes, token_chars: Long[N] each
+Arrays = tuple[np.ndarray, np.ndarray, np.ndarray]  # the same as numpy integer arrays, each in its narrowest dtype
 
 
 class Tokenizer(ABC):
@@ -49,9 +50,15 @@ class Tokenizer(ABC):
     def vocab_size(self) -> int: ...
 
     @abstractmethod
+    def encode_arrays(self, text: str) -> Arrays:
+        """(ids, token_bytes, token_chars) as numpy integer arrays in the narrowest dtype the tokenizer has them in
+        (char: int16 ids, uint8 counts): per token, the UTF-8 bytes of `text` it covers and the number of characters
+        that start in it. token_bytes sums to len(text.encode()), token_chars to len(text). What a scored split is
+        written from (encoded.py's ``encode_parts``), with no int64 copy on the way."""
+
     def encode_with_offsets(self, text: str) -> Offsets:
-        """(ids, token_bytes, token_chars): per token, the UTF-8 bytes of `text` it covers and the number of
-        characters that start in it. token_bytes sums to len(text.encode()), token_chars to len(text)."""
+        """``encode_arrays`` as int64 tensors: what every caller that computes with the counts takes."""
+        return _as_offsets(self.encode_arrays(text))
 
     @abstractmethod
     def decode(self, ids: Sequence[int] | torch.Tensor) -> str: ...
@@ -62,18 +69,26 @@ class Tokenizer(ABC):
     def encode(self, text: str) -> list[int]:
         return self.encode_with_offsets(text)[0].tolist()
 
-    def encode_many_with_offsets(self, texts: Sequence[str]) -> list[Offsets]:
-        """Each text encoded (``encode_with_offsets``), on all cores: the numpy encoders' (char, bytes) array work
+    def encode_many_arrays(self, texts: Sequence[str]) -> list[Arrays]:
+        """Each text encoded (``encode_arrays``), on all cores: the numpy encoders' (char, bytes) array work
         releases the GIL, as ``encode_batch`` runs a Hugging Face tokenizer's in Rust."""
-        return _on_all_cores(self.encode_with_offsets, texts)
+        return _on_all_cores(self.encode_arrays, texts)
+
+    def encode_many_with_offsets(self, texts: Sequence[str]) -> list[Offsets]:
+        """``encode_many_arrays`` as int64 tensors (``encode_with_offsets``)."""
+        return [_as_offsets(arrays) for arrays in self.encode_many_arrays(texts)]
 
     def encode_ids_many(self, texts: Sequence[str]) -> list[np.ndarray]:
-        """The ids of each text (an integer array, int64 here, int32 from char's table), without the per-token
-        counts: what a train split needs (written narrowed to the folder's dtype, prepared.py's ``_append``)."""
-        return [self.encode_with_offsets(text)[0].numpy() for text in texts]
+        """The ids of each text (an integer array in the tokenizer's own dtype), without the per-token counts: what a
+        train split needs (written narrowed to the folder's dtype, prepared.py's ``_append``)."""
+        return [arrays[0] for arrays in self.encode_many_arrays(texts)]
 
     def unseen_count(self, text: str) -> int:
         """Characters of text the vocabulary cannot represent (only char has any; byte-level ones none)."""
+        return self.unseen_in(self.encode_arrays(text)[0])
+
+    def unseen_in(self, ids: np.ndarray) -> int:
+        """The characters that ids encoded by this tokenizer stand in for unseen (char's unknown id is one each)."""
         return 0
 
     def to_json(self) -> str:
@@ -105,17 +120,28 @@ def _on_all_cores(encode: Callable[[str], _Encoded], texts: Sequence[str]) -> li
         return list(pool.map(encode, texts))
 
 
+def _as_offsets(arrays: Arrays) -> Offsets:
+    ids, token_bytes, token_chars = (torch.from_numpy(a.astype(np.int64, copy=False)) for a in arrays)
+    return ids, token_bytes, token_chars
+
+
 def _as_int_array(ids: Sequence[int] | torch.Tensor) -> np.ndarray:
     if isinstance(ids, torch.Tensor):
         return ids.detach().cpu().numpy().astype(np.int64, copy=False).reshape(-1)
     return np.asarray(ids, dtype=np.int64).reshape(-1)
 
 
-def _utf8_lengths(codepoints: np.ndarray) -> np.ndarray:
-    return 1 + (codepoints >= 0x80) + (codepoints >= 0x800) + (codepoints >= 0x10000).astype(np.int64)
-
-
 CODE_POINTS = 0x110000  # U+0000 to U+10FFFF
+
+
+@functools.cache
+def _utf8_length_table() -> np.ndarray:
+    """The UTF-8 length of every code point (1.1 MB of uint8): a character's bytes are one gather."""
+    codepoints = np.arange(CODE_POINTS, dtype=np.uint32)
+    lengths = np.ones(CODE_POINTS, dtype=np.uint8)
+    for start in (0x80, 0x800, 0x10000):
+        lengths += codepoints >= start
+    return lengths
 
 
 def _codepoints(text: str) -> np.ndarray:
@@ -137,8 +163,10 @@ class CharTokenizer(Tokenizer):
         self.chars = "".join(sorted(chars))
         self._sorted_codepoints = _codepoints(self.chars).astype(np.int64)
         # code point -> id, for every code point (4.5 MB): encoding is one gather, not a binary search a character
-        self._table = np.zeros(CODE_POINTS, dtype=np.int32)
-        self._table[self._sorted_codepoints] = np.arange(1, len(self.chars) + 1, dtype=np.int32)
+        # (int16 when the ids fit: half the table, so more of it stays in cache)
+        dtype = np.int16 if len(self.chars) <= np.iinfo(np.int16).max else np.int32
+        self._table = np.zeros(CODE_POINTS, dtype=dtype)
+        self._table[self._sorted_codepoints] = np.arange(1, len(self.chars) + 1, dtype=dtype)
 
     @classmethod
     def fit(cls, texts: str | Iterable[str]) -> CharTokenizer:
@@ -153,17 +181,14 @@ class CharTokenizer(Tokenizer):
     def vocab_size(self) -> int:
         return len(self.chars) + 1
 
-    def _ids(self, codepoints: np.ndarray) -> np.ndarray:
-        return self._table[codepoints].astype(np.int64)  # unseen code points hold UNKNOWN_ID (0)
-
-    def encode_with_offsets(self, text: str) -> Offsets:
-        codepoints = _codepoints(text).astype(np.int64)
-        ids = torch.from_numpy(self._ids(codepoints))
-        token_bytes = torch.from_numpy(_utf8_lengths(codepoints))
-        return ids, token_bytes, torch.ones_like(ids)
+    def encode_arrays(self, text: str) -> Arrays:
+        codepoints = _codepoints(text)
+        # unseen code points hold UNKNOWN_ID (0), which covers the character it replaces: its own UTF-8 length
+        ids = self._table[codepoints]
+        return ids, _utf8_length_table()[codepoints], np.ones(ids.size, dtype=np.uint8)
 
     def encode_ids_many(self, texts: Sequence[str]) -> list[np.ndarray]:
-        # the table's int32, not widened: the train split narrows them to its dtype anyway
+        # the table's dtype, not widened: the train split narrows them to its own anyway
         return _on_all_cores(lambda text: self._table[_codepoints(text)], texts)
 
     def decode(self, ids: Sequence[int] | torch.Tensor) -> str:
@@ -173,11 +198,16 @@ class CharTokenizer(Tokenizer):
         table = np.concatenate([[ord(self.UNKNOWN_TEXT)], self._sorted_codepoints]).astype("<u4")
         return table[ids].tobytes().decode("utf-32-le", "surrogatepass")
 
-    def unseen_count(self, text: str) -> int:
-        return int((self._table[_codepoints(text)] == self.UNKNOWN_ID).sum())
+    def unseen_in(self, ids: np.ndarray) -> int:
+        return int(np.count_nonzero(ids == self.UNKNOWN_ID))
 
     def _payload(self) -> dict:
         return {"chars": self.chars}
+
+
+def _narrowest(values: np.ndarray) -> np.ndarray:
+    """Non-negative counts in uint8 when they fit (every token of GPT-2's covers at most 128 bytes), else int32."""
+    return values.astype(np.uint8 if values.max(initial=0) <= np.iinfo(np.uint8).max else np.int32)
 
 
 def _is_char_start(byte_values: np.ndarray) -> np.ndarray:
@@ -194,15 +224,12 @@ class BytesTokenizer(Tokenizer):
     def vocab_size(self) -> int:
         return 256
 
-    def encode_with_offsets(self, text: str) -> Offsets:
-        values = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8).astype(np.int64)
-        ids = torch.from_numpy(values)
-        return ids, torch.ones_like(ids), torch.from_numpy(_is_char_start(values).astype(np.int64))
+    def encode_arrays(self, text: str) -> Arrays:
+        values = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8)
+        return values, np.ones(values.size, dtype=np.uint8), _is_char_start(values).view(np.uint8)
 
     def encode_ids_many(self, texts: Sequence[str]) -> list[np.ndarray]:
-        return _on_all_cores(
-            lambda text: np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8).astype(np.int64), texts
-        )
+        return _on_all_cores(lambda text: np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8), texts)
 
     def decode(self, ids: Sequence[int] | torch.Tensor) -> str:
         # A window can start or end inside a character; those partial characters decode as U+FFFD.
@@ -262,20 +289,24 @@ class ByteLevelBPETokenizer(Tokenizer):
         were encoded elsewhere (llm.c's token shards: tinygpt/data/shards.py). Copies, for the caller to change."""
         return self._token_bytes.copy(), self._token_chars.copy()
 
-    def _offsets(self, encoding) -> Offsets:
-        ids = np.asarray(encoding.ids, dtype=np.int64)
-        return (
-            torch.from_numpy(ids),
-            torch.from_numpy(self._token_bytes[ids]),
-            torch.from_numpy(self._token_chars[ids]),
-        )
+    def _arrays(self, encoding) -> Arrays:
+        ids = np.asarray(encoding.ids, dtype=np.int32)
+        return ids, self._narrow_bytes[ids], self._narrow_chars[ids]
 
-    def encode_with_offsets(self, text: str) -> Offsets:
-        return self._offsets(self.hf.encode(text, add_special_tokens=False))
+    @functools.cached_property
+    def _narrow_bytes(self) -> np.ndarray:
+        return _narrowest(self._token_bytes)
 
-    def encode_many_with_offsets(self, texts: Sequence[str]) -> list[Offsets]:
+    @functools.cached_property
+    def _narrow_chars(self) -> np.ndarray:
+        return _narrowest(self._token_chars)
+
+    def encode_arrays(self, text: str) -> Arrays:
+        return self._arrays(self.hf.encode(text, add_special_tokens=False))
+
+    def encode_many_arrays(self, texts: Sequence[str]) -> list[Arrays]:
         # encode_batch runs on all cores in Rust: one call for all the documents of a split.
-        return [self._offsets(e) for e in self.hf.encode_batch(list(texts), add_special_tokens=False)]
+        return [self._arrays(e) for e in self.hf.encode_batch(list(texts), add_special_tokens=False)]
 
     def encode_ids_many(self, texts: Sequence[str]) -> list[np.ndarray]:
         return [np.asarray(e.ids, dtype=np.int64) for e in self.hf.encode_batch(list(texts), add_special_tokens=False)]
