@@ -24,7 +24,7 @@ from tinygpt.data import datamodule as datamodule_module
 from tinygpt.data import encoded as encoded_module
 from tinygpt.data import prepared as prepared_module
 from tinygpt.data.batches import RandomWindows
-from tinygpt.data.documents import read_chunks
+from tinygpt.data.documents import read_chunks, read_piece
 from tinygpt.data.encoded import encode_segments
 from tinygpt.data.errors import DataError
 from tinygpt.data.prepared import MANIFEST, ids_dtype, read_prepared
@@ -74,7 +74,7 @@ def module(corpus, seed=0, context_length=16, tokenizer="char", **data):
 def test_the_mapped_train_split_is_the_in_memory_encoding_and_gives_the_same_batches(corpus, prepared_dir, tokenizer):
     dm = module(corpus, tokenizer=tokenizer)
     plan = dm.prepared.plan
-    expected = encode_segments(dm.tokenizer, datamodule_module._read(plan.train))
+    expected = encode_segments(dm.tokenizer, [(piece.document, read_piece(piece)) for piece in plan.train])
     assert torch.equal(dm.train_split.ids, expected.ids)
     assert (dm.train_split.chars, dm.train_split.bytes) == (expected.chars, expected.bytes)
     assert dm.train_split.tokens.dtype == np.uint16 and isinstance(dm.train_split.tokens, np.memmap)
@@ -92,7 +92,7 @@ def test_a_second_run_maps_the_folder_and_encodes_nothing(corpus, prepared_dir, 
     def refuse(*args, **kwargs):
         raise AssertionError("encoded or scanned again")
 
-    monkeypatch.setattr(datamodule_module, "encode_segments", refuse)
+    monkeypatch.setattr(datamodule_module, "_encode", refuse)
     monkeypatch.setattr(datamodule_module, "build_tokenizer", refuse)
     monkeypatch.setattr(prepared_module, "scan_document", refuse)  # the files' scan is kept too: none is read
     # another job of the same sweep: another seed and context length, the same text and tokenizer

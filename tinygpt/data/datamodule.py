@@ -28,13 +28,12 @@ from tinygpt.common.typed import typed
 from tinygpt.data.batches import SAMPLER_VERSION, RandomWindows, TrainBatches
 from tinygpt.data.config import DataConfig, text_settings
 from tinygpt.data.corpus import Corpus, open_corpus
-from tinygpt.data.documents import Piece, read_chunks, read_piece, split_text, total_bytes, total_chars
+from tinygpt.data.documents import Piece, read_chunks, split_text, total_bytes, total_chars
 from tinygpt.data.encoded import (
     PART_CHARS,
     EncodedText,
     TrainChunk,
     encode_parts,
-    encode_segments,
     encode_train_chunks,
 )
 from tinygpt.data.errors import DataError
@@ -43,7 +42,8 @@ from tinygpt.data.records import store_counts
 from tinygpt.data.root import DataRoot, resolve_data_root
 from tinygpt.data.shards import encoded_blocks, train_chunks
 from tinygpt.data.shards import store_counts as shard_counts
-from tinygpt.data.splits import SplitPlan, cut_by_tokens, plan_splits
+from tinygpt.data.splits import SplitPlan, plan_splits
+from tinygpt.data.token_cuts import cut_by_tokens
 from tinygpt.data.tokenizers import Tokenizer, build_tokenizer
 from tinygpt.data.windows import SlidingWindowDataset
 
@@ -61,10 +61,6 @@ class _Prepared:
     unseen_dev_chars: int
     folder: Path  # the prepared folder the splits are mapped from
     written: bool  # whether this run wrote it
-
-
-def _read(pieces: tuple[Piece, ...]) -> list[tuple[str, str]]:
-    return [(piece.document, read_piece(piece)) for piece in pieces]
 
 
 # a tail dev split larger than this is worth a line at start: scoring it at every check can outweigh training
@@ -502,11 +498,13 @@ def _encode(config: DataConfig, corpus: Corpus, plan: SplitPlan, root: DataRoot,
         return Encoded(tokenizer, train, dev, {**extra, "unseen_dev_chars": 0})
     if plan.cut_train_by_tokens:  # split_unit=tokens: a fixed tokenizer, then cuts at token boundaries
         tokenizer = given or build_tokenizer(config.tokenizer, [], root)
-        fit_full = encode_segments(tokenizer, _read(plan.fit_full))
-        dev = encode_segments(tokenizer, _read(plan.dev)) if plan.dev else None
-        train, fit_full, dev = cut_by_tokens(fit_full, dev, plan, config)
-        extra = {"fit_full_chars": fit_full.chars, "fit_full_bytes": fit_full.bytes, "unseen_dev_chars": 0}
-        return Encoded(tokenizer, [train], None if dev is None else [dev], extra)
+        tail = config.dev_fraction if plan.cut_dev_by_tokens else None
+        cut = cut_by_tokens(tokenizer, _chunks(plan.fit_full), tail, config.fraction, config.num_proc)
+        extra = {"fit_full_chars": cut.fit_full_chars, "fit_full_bytes": cut.fit_full_bytes, "unseen_dev_chars": 0}
+        dev = cut.dev if plan.cut_dev_by_tokens else None
+        if plan.dev:  # dev=documents: whole documents, encoded as the chars unit's are
+            dev = _encoded_split(tokenizer, plan.dev, extra, "unseen_dev_chars")
+        return Encoded(tokenizer, cut.train, dev, extra)
     # the train split is read twice from disk, a chunk at a time (tinygpt/data/documents.py's read_chunks): once to
     # fit the tokenizer, once to encode it; the dev split once, to encode it. Memory holds a chunk and its encoding,
     # whatever the corpus's size

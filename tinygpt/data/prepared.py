@@ -181,7 +181,7 @@ def _fits(array: np.ndarray, dtype: np.dtype) -> bool:
     return bool(array.min() >= info.min and array.max() <= info.max)
 
 
-def _append(path: Path, values: torch.Tensor | np.ndarray, dtype: np.dtype) -> None:
+def append_values(path: Path, values: torch.Tensor | np.ndarray, dtype: np.dtype) -> None:
     """``values`` appended to ``path`` as ``dtype``: narrowed (train ids to uint16) only after a check that every
     value fits."""
     array = values.numpy() if isinstance(values, torch.Tensor) else values
@@ -222,7 +222,7 @@ def prepare(description: dict, make: Callable[[], Encoded], tokenizer: str | Non
             if isinstance(piece, TrainChunk) and piece.file is not None and not tokens:
                 _link_or_copy(piece.file, train_ids)  # a shards corpus's whole train split (tinygpt/data/shards.py)
             else:
-                _append(train_ids, piece.ids, dtype)
+                append_values(train_ids, piece.ids, dtype)
             tokens, chars, n_bytes = tokens + len(piece), chars + piece.chars, n_bytes + piece.bytes
             documents += [name for name in piece.documents if not documents or documents[-1] != name]
         dev = None if encoded.dev is None else _write_arrays(staging, encoded.dev)
@@ -277,7 +277,7 @@ def _write_arrays(staging: Path, chunks: Iterable[EncodedText]) -> dict:
             if wide.itemsize > dtypes[name].itemsize:
                 _widen(path, dtypes[name], wide)
                 dtypes[name] = wide
-            _append(path, array, dtypes[name])
+            append_values(path, array, dtypes[name])
         tokens, chars, n_bytes = tokens + len(chunk), chars + chunk.chars, n_bytes + chunk.bytes
     return {
         "tokens": tokens,
@@ -317,14 +317,23 @@ def mapped_text(chunks: Iterable[EncodedText]) -> EncodedText:
     prepared folders (not /tmp, which may be memory), mapped back and unlinked at once, so the mapping is the only
     way to it. What the held-out split is scored from: its text is encoded only when it is scored, never kept, and a
     large one costs disk and page cache while it is scored, not 32 bytes a token of the process's memory."""
+    with scratch("scoring") as folder:
+        return _mapped_arrays(folder, _write_arrays(folder, chunks))
+
+
+@contextmanager
+def scratch(name: str) -> Iterator[Path]:
+    """A scratch folder beside the prepared folders (not /tmp, which may be memory), ``.<name>.<pid>.<random>``,
+    removed when the block ends: files mapped in it stay readable through their mappings (the mapping is then the
+    only way to them), and one that a killed process left is removed by the next (``remove_abandoned``)."""
     root = prepared_root()
     root.mkdir(parents=True, exist_ok=True)
-    remove_abandoned(root / "scoring")  # a killed scoring's scratch folder
-    scratch = Path(tempfile.mkdtemp(prefix=f".scoring.{os.getpid()}.", dir=root))
+    remove_abandoned(root / name)
+    folder = Path(tempfile.mkdtemp(prefix=f".{name}.{os.getpid()}.", dir=root))
     try:
-        return _mapped_arrays(scratch, _write_arrays(scratch, chunks))
+        yield folder
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @contextmanager

@@ -14,7 +14,8 @@
 With split_unit=chars all cuts are at character positions and are planned here, before anything is read.
 With split_unit=tokens (fixed tokenizers only, 000's setup) the test split is still cut here, by characters,
 so that the held-out text is never tokenized at start-up; the dev tail and the train fraction are then cut at
-token boundaries of the encoded rest by `cut_by_tokens`, which is how 000 takes "the first 90% of its tokens".
+token boundaries of the encoded rest (tinygpt/data/token_cuts.py), which is how 000 takes "the first 90% of its
+tokens".
 
 Documents are always in sorted name order; seeded choices draw from numpy's SeedSequence, so they are the same
 on every machine, and the test and dev choices use separate streams of the same `split_seed`.
@@ -29,7 +30,6 @@ import numpy as np
 from tinygpt.data.config import DataConfig
 from tinygpt.data.corpus import Corpus
 from tinygpt.data.documents import Piece, split_pieces, total_chars, whole
-from tinygpt.data.encoded import EncodedText
 from tinygpt.data.errors import DataError
 from tinygpt.data.records import split_of
 
@@ -42,9 +42,9 @@ class SplitPlan:
 
     test: tuple[Piece, ...]  # read only by an explicit test-scoring call
     rest: tuple[Piece, ...]  # everything that is not test: fit_full + dev
-    fit_full: tuple[Piece, ...]  # with split_unit=tokens and dev=tail: equal to rest until cut_by_tokens
+    fit_full: tuple[Piece, ...]  # with split_unit=tokens and dev=tail: equal to rest until cut (token_cuts.py)
     dev: tuple[Piece, ...]
-    train: tuple[Piece, ...]  # with split_unit=tokens: equal to fit_full until cut_by_tokens
+    train: tuple[Piece, ...]  # with split_unit=tokens: equal to fit_full until cut (token_cuts.py)
     test_documents: tuple[str, ...]  # dir corpora: the held-out documents, in sorted order
     dev_documents: tuple[str, ...]  # dev=documents: the dev documents, in sorted order
     cut_dev_by_tokens: bool
@@ -112,18 +112,6 @@ def _records_plan(documents: list[Piece], fraction: float) -> SplitPlan:
         cut_dev_by_tokens=False,
         cut_train_by_tokens=False,
     )
-
-
-def cut_by_tokens(
-    fit_full: EncodedText, dev: EncodedText | None, plan: SplitPlan, config: DataConfig
-) -> tuple[EncodedText, EncodedText, EncodedText | None]:
-    """split_unit=tokens: (train, fit_full, dev) cut at token boundaries. `fit_full` is the encoded rest when
-    the dev tail still has to be cut from it, and `dev` is then None."""
-    if plan.cut_dev_by_tokens:
-        n_fit = int(len(fit_full) * (1 - config.dev_fraction))
-        fit_full, dev = fit_full.slice(0, n_fit), fit_full.slice(n_fit, len(fit_full))
-    train = fit_full.slice(0, int(len(fit_full) * config.fraction)) if plan.cut_train_by_tokens else fit_full
-    return train, fit_full, dev
 
 
 def choose_documents(names: list[str], k: int, seed: int, stream: int) -> tuple[str, ...]:

@@ -80,8 +80,14 @@ class Tokenizer(ABC):
 
     def encode_ids_many(self, texts: Sequence[str]) -> list[np.ndarray]:
         """The ids of each text (an integer array in the tokenizer's own dtype), without the per-token counts: what a
-        train split needs (written narrowed to the folder's dtype, prepared.py's ``_append``)."""
+        train split needs (written narrowed to the folder's dtype, prepared.py's ``append_values``)."""
         return [arrays[0] for arrays in self.encode_many_arrays(texts)]
+
+    def token_lengths(self) -> tuple[np.ndarray, np.ndarray]:
+        """(UTF-8 bytes, characters that start) of every id, indexed by id (int64 copies, for the caller to change):
+        what bits per byte counts for ids encoded elsewhere or cut from a file of ids. Only a tokenizer whose every
+        id always stands for the same bytes has them (bytes, gpt2, a fitted BPE)."""
+        raise DataError(f"the {self.name} tokenizer has no fixed bytes per id (its unknown id covers any character)")
 
     def unseen_count(self, text: str) -> int:
         """Characters of text the vocabulary cannot represent (only char has any; byte-level ones none)."""
@@ -231,6 +237,9 @@ class BytesTokenizer(Tokenizer):
     def encode_ids_many(self, texts: Sequence[str]) -> list[np.ndarray]:
         return _on_all_cores(lambda text: np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8), texts)
 
+    def token_lengths(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.ones(256, dtype=np.int64), _is_char_start(np.arange(256, dtype=np.uint8)).astype(np.int64)
+
     def decode(self, ids: Sequence[int] | torch.Tensor) -> str:
         # A window can start or end inside a character; those partial characters decode as U+FFFD.
         return bytes(_as_int_array(ids).astype(np.uint8).tobytes()).decode("utf-8", errors="replace")
@@ -285,8 +294,7 @@ class ByteLevelBPETokenizer(Tokenizer):
         return self.hf.get_vocab_size(with_added_tokens=True)
 
     def token_lengths(self) -> tuple[np.ndarray, np.ndarray]:
-        """(UTF-8 bytes, characters that start) of every id, indexed by id: what bits per byte counts for ids that
-        were encoded elsewhere (llm.c's token shards: tinygpt/data/shards.py). Copies, for the caller to change."""
+        # what bits per byte counts for ids encoded elsewhere (llm.c's token shards: tinygpt/data/shards.py)
         return self._token_bytes.copy(), self._token_chars.copy()
 
     def _arrays(self, encoding) -> Arrays:
