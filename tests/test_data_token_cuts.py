@@ -101,3 +101,20 @@ def test_a_range_of_tokens_holds_the_documents_it_touches_and_no_more():
     assert layout.between(0, 10) == (0, 0)  # ends where b starts: b is not in it
     assert layout.between(9, 11) == (0, 1) and layout.between(15, 25) == (1, 3)
     assert layout.of(20) == 3  # a document with no tokens holds none; the range across it still lists it
+
+
+def test_the_scratch_ids_are_read_back_a_block_at_a_time(corpus, monkeypatch):
+    """Memory holds a block of the rest's ids, never all of them: a map of the scratch file read to its end kept
+    every page in the resident set (4.4 GB for a 2 GiB corpus of bytes), so it is read with pread, a block a call."""
+    monkeypatch.setattr(token_cuts, "BLOCK", 100)
+    reads: list[int] = []
+    pread = token_cuts.os.pread
+
+    def counted(fd, length, offset):
+        reads.append(length)
+        return pread(fd, length, offset)
+
+    monkeypatch.setattr(token_cuts.os, "pread", counted)
+    dm = setup(corpus, "bytes", dev="tail", dev_fraction=0.2, fraction=1.0)
+    assert len(dm.train_split) > 10 * 100 and max(reads) == 100 * 2  # uint16 ids
+    assert sum(reads) >= 2 * len(dm.train_split)  # the train split's ids came through it

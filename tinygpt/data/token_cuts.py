@@ -15,6 +15,7 @@ put them, so 000's committed results reproduce.
 from __future__ import annotations
 
 import bisect
+import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -48,7 +49,8 @@ def cut_by_tokens(
 ) -> TokenCut:
     """The rest's (document, text) chunks encoded once into a scratch file of ids and cut: dev = its last
     ``dev_fraction`` of tokens (None: no dev tail), fit_full = the tokens before, train = the first ``fraction`` of
-    fit_full's tokens. The scratch file is unlinked as soon as it is mapped, so the cut's chunks read the mapping."""
+    fit_full's tokens. The scratch file is removed as soon as it is written and opened, so only the cut's chunks can
+    read it (through the open file)."""
     token_bytes, token_chars = tokenizer.token_lengths()
     dtype = ids_dtype(tokenizer.vocab_size)
     names: list[str] = []  # each document of the rest, in order ...
@@ -63,7 +65,7 @@ def cut_by_tokens(
                 starts.append(n)
             append_values(path, chunk.ids, dtype)
             n += len(chunk)
-        ids = np.memmap(path, dtype=dtype, mode="r", shape=(n,)) if n else np.zeros(0, dtype=dtype)
+        ids = _Ids(os.open(path, os.O_RDONLY), dtype)  # still readable once the folder is removed
     n_fit = int(n * (1 - dev_fraction)) if dev_fraction is not None else n
     n_train = int(n_fit * fraction)
     fit_bytes, fit_chars = _counts(ids, 0, n_fit, token_bytes, token_chars)
@@ -71,6 +73,23 @@ def cut_by_tokens(
     train = _train_chunks(ids, n_train, token_bytes, token_chars, layout)
     dev = None if dev_fraction is None else _dev_blocks(ids, n_fit, n, token_bytes, token_chars, layout)
     return TokenCut(train, dev, fit_chars, fit_bytes)
+
+
+class _Ids:
+    """The scratch file's ids, read a block at a time with ``os.pread`` into memory the block owns: a memory map
+    read to its end would keep every page it touched in the process's resident set (4.4 GB of them for the 2 GiB
+    corpus's bytes), though the kernel could drop them. Closed with the last reader."""
+
+    def __init__(self, fd: int, dtype: np.dtype):
+        self.fd, self.dtype = fd, dtype
+
+    def __getitem__(self, span: slice) -> np.ndarray:
+        size = self.dtype.itemsize
+        data = os.pread(self.fd, (span.stop - span.start) * size, span.start * size)
+        return np.frombuffer(data, dtype=self.dtype)
+
+    def __del__(self) -> None:
+        os.close(self.fd)
 
 
 @dataclass(frozen=True)
@@ -89,7 +108,7 @@ class _Documents:
 
 
 def _counts(
-    ids: np.ndarray, start: int, stop: int, token_bytes: np.ndarray, token_chars: np.ndarray
+    ids: _Ids | np.ndarray, start: int, stop: int, token_bytes: np.ndarray, token_chars: np.ndarray
 ) -> tuple[int, int]:
     n_bytes = n_chars = 0
     for begin in range(start, stop, BLOCK):
@@ -100,7 +119,7 @@ def _counts(
 
 
 def _train_chunks(
-    ids: np.ndarray, stop: int, token_bytes: np.ndarray, token_chars: np.ndarray, layout: _Documents
+    ids: _Ids, stop: int, token_bytes: np.ndarray, token_chars: np.ndarray, layout: _Documents
 ) -> Iterator[TrainChunk]:
     for begin in range(0, stop, BLOCK):
         end = min(stop, begin + BLOCK)
@@ -111,7 +130,7 @@ def _train_chunks(
 
 
 def _dev_blocks(
-    ids: np.ndarray, start: int, stop: int, token_bytes: np.ndarray, token_chars: np.ndarray, layout: _Documents
+    ids: _Ids, start: int, stop: int, token_bytes: np.ndarray, token_chars: np.ndarray, layout: _Documents
 ) -> Iterator[EncodedText]:
     """The dev tail a block at a time, as a scored split is written (prepared.py's ``_write_arrays``): a block's
     documents from the one its first token is in, each token's document counted from there."""
