@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -160,6 +161,17 @@ def test_a_wide_file_is_widened_a_block_at_a_time(tmp_path, monkeypatch):
     assert np.fromfile(path, dtype="<i4").tolist() == list(range(10)) and not list(tmp_path.glob("*.wide"))
 
 
+def test_folders_of_another_format_are_noted_when_a_folder_is_written_and_left_alone(corpus, prepared_dir):
+    older = prepared_dir / "0123abcd"  # what a tinygpt of the format before wrote
+    older.mkdir(parents=True)
+    (older / MANIFEST).write_text(json.dumps({"format": "tinygpt-prepared-v2"}))
+    (older / "dev.ids").write_bytes(bytes(3 * 2**20))
+    note = [line for line in module(corpus).summary_lines() if line.startswith("note: 1 prepared folder(s)")]
+    assert len(note) == 1 and f"under {prepared_dir} (3 MiB)" in note[0] and "tinygpt-prepared-v3" in note[0]
+    assert not [line for line in module(corpus).summary_lines() if "another format" in line]  # mapped: no note
+    assert (older / "dev.ids").stat().st_size == 3 * 2**20  # never deleted
+
+
 def test_a_changed_file_is_scanned_and_checked_again(corpus, prepared_dir):
     module(corpus)
     (corpus / "doc2.txt").write_bytes(b"Document 2: \xff not UTF-8")
@@ -299,12 +311,18 @@ def test_tinygpt_prepare_writes_the_folder_a_run_then_maps(corpus, prepared_dir,
     data += ["data.dev=documents"]
     data += ["data.dev_k=1"]
     command = [sys.executable, str(REPO / "scripts" / "prepare.py"), *data]
+    older = prepared_dir / "0123abcd"  # a folder an older tinygpt wrote: noted, not read, not deleted
+    older.mkdir(parents=True)
+    (older / MANIFEST).write_text(json.dumps({"format": "tinygpt-prepared-v2"}))
     first = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert first.returncode == 0, first.stderr[-2000:]
-    [folder] = folders(prepared_dir)
+    [folder] = [f for f in folders(prepared_dir) if f != older]
     assert f"prepared: {folder} (encoded now)" in first.stdout and "ids stored as uint16" in first.stdout
+    assert "note: 1 prepared folder(s)" in first.stdout
     again = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert f"prepared: {folder} (already prepared: mapped, nothing encoded)" in again.stdout
+    assert "note:" not in again.stdout
+    shutil.rmtree(older)
     dm = module(corpus)
     assert dm.prepared.folder == folder and not dm.prepared.written
     bad = subprocess.run(

@@ -20,6 +20,7 @@ from tinygpt.common.typed import typed
 from tinygpt.data.config import DataConfig
 from tinygpt.data.datamodule import prepare_corpus
 from tinygpt.data.errors import DataError
+from tinygpt.data.prepared import other_formats_note
 from tinygpt.data.records import store_counts
 from tinygpt.data.shards import store_counts as shard_counts
 
@@ -53,6 +54,9 @@ def main(cfg: DictConfig) -> None:
     dev = manifest["dev"]
     say("dev: none" if dev is None else f"dev: {dev['tokens']:,} tokens from {dev['bytes']:,} bytes")
     say("held-out: not encoded (read only when scored: tinygpt-evaluate split=test)")
+    note = other_formats_note(splits.folder.parent) if splits.written else None
+    if note:
+        say(note)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,15 @@ from tinygpt.data.encoded import (
     encode_train_chunks,
 )
 from tinygpt.data.errors import DataError
-from tinygpt.data.prepared import Encoded, PreparedSplits, TrainTokens, file_identity, mapped_text, prepare
+from tinygpt.data.prepared import (
+    Encoded,
+    PreparedSplits,
+    TrainTokens,
+    file_identity,
+    mapped_text,
+    other_formats_note,
+    prepare,
+)
 from tinygpt.data.records import store_counts
 from tinygpt.data.root import DataRoot, resolve_data_root
 from tinygpt.data.shards import encoded_blocks, train_chunks
@@ -375,6 +383,7 @@ class TextDataModule(L.LightningDataModule):
         ]
         how = "encoded now, kept for later runs" if self.prepared.written else "mapped, encoded by an earlier run"
         lines.insert(2, f"prepared: {self.prepared.folder} ({how})")
+        note = other_formats_note(self.prepared.folder.parent) if self.prepared.written else None
         for name in ("train", "dev", "test"):
             split = splits[name]
             if split is None:
@@ -401,7 +410,7 @@ class TextDataModule(L.LightningDataModule):
                 "dev check; a folder corpus can keep whole documents for dev instead: data.dev=documents "
                 + ("data.dev_fraction=<share>" if config.split_by == "hash" else "data.dev_k=<how many>")
             )
-        return lines
+        return lines if note is None else [*lines, note]
 
 
 def _fitted_on_line(tokenizer: Tokenizer, fit_bytes: int | None, train_bytes: int) -> str:

@@ -369,6 +369,32 @@ def check_sizes(folder: Path, sizes: dict[str, int], kind: str, again: str) -> N
             )
 
 
+def other_formats(root: Path) -> tuple[int, int]:
+    """(folders, bytes) under ``root`` that a tinygpt of another prepared format wrote: this one never reads them,
+    nor deletes them (another checkout on the machine may still map them), so it says they are there."""
+    folders = size = 0
+    for folder in root.iterdir() if root.is_dir() else ():
+        try:
+            written_as = json.loads((folder / MANIFEST).read_text()).get("format", "")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if written_as.startswith("tinygpt-prepared-") and written_as != FORMAT:
+            folders += 1
+            size += sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
+    return folders, size
+
+
+def other_formats_note(root: Path) -> str | None:
+    """A line for a run or tinygpt-prepare that wrote a folder, when folders of another format lie beside it."""
+    folders, size = other_formats(root)
+    if not folders:
+        return None
+    return (
+        f"note: {folders} prepared folder(s) under {root} ({size / 2**20:,.0f} MiB) are in another format than "
+        f"{FORMAT} and unused by this tinygpt; delete them when no other tinygpt checkout on this machine maps them"
+    )
+
+
 def remove_abandoned(folder: Path) -> None:
     """Remove the staging folders of prepares of ``folder`` whose process is gone (a prepare killed with SIGKILL,
     or by a crash, cannot remove its own): each is named ``.<fingerprint>.<pid>.<random>``. One of a live process,
