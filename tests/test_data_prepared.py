@@ -212,6 +212,16 @@ def test_a_damaged_folder_is_refused_in_one_line_naming_the_file(corpus, prepare
         read_prepared(folder)
 
 
+@pytest.mark.parametrize("dtypes", [{"ids": "<f8", "bytes": "|u1", "chars": "|u1", "doc": "|u1"}, None])
+def test_a_manifest_with_wrong_dev_dtypes_is_refused_in_one_line(corpus, prepared_dir, dtypes):
+    folder = module(corpus).prepared.folder
+    manifest = json.loads((folder / MANIFEST).read_text())
+    manifest["dev"]["dtypes"] = dtypes
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(DataError, match=rf"^prepared file {folder / MANIFEST}: its dev dtypes .* are not one of"):
+        read_prepared(folder)
+
+
 def test_a_prepare_that_fails_midway_leaves_no_folder_and_the_next_run_finishes_it(corpus, prepared_dir, monkeypatch):
     real = encoded_module.encode_train_chunk
     calls = []

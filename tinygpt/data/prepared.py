@@ -305,8 +305,15 @@ def _widen(path: Path, dtype: np.dtype, wider: np.dtype) -> None:
 
 def _mapped_arrays(folder: Path, entry: dict) -> EncodedText:
     """A scored split's arrays (``_write_arrays``'s entry) memory-mapped into tensors, each in its own dtype."""
+    dtypes = entry.get("dtypes") or {}
+    allowed = [dtype.str for dtype in SCORED_DTYPES]
+    if sorted(dtypes) != sorted(DEV_ARRAYS) or not set(dtypes.values()) <= set(allowed):
+        raise DataError(
+            f"prepared file {folder / MANIFEST}: its dev dtypes {dtypes} are not one of {allowed} for each of "
+            f"{', '.join(DEV_ARRAYS)}; delete {folder} to prepare it again"
+        )
     arrays = [
-        torch.from_numpy(_map(folder / f"dev.{name}", np.dtype(entry["dtypes"][name]), entry["tokens"], "c"))
+        torch.from_numpy(_map(folder / f"dev.{name}", np.dtype(dtypes[name]), entry["tokens"], "c"))
         for name in DEV_ARRAYS
     ]
     return EncodedText(*arrays, tuple(entry["documents"]), (entry["chars"], entry["bytes"]))

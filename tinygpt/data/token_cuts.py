@@ -34,7 +34,7 @@ class TokenCut:
     """The rest cut at token boundaries: the train split's chunks, the dev tail's (None without one), and the
     characters and bytes of fit_full (the rest without its dev tail), which a run reports."""
 
-    train: list[TrainChunk] | Iterator[TrainChunk]
+    train: Iterator[TrainChunk]
     dev: Iterator[EncodedText] | None
     fit_full_chars: int
     fit_full_bytes: int
@@ -77,7 +77,7 @@ def cut_by_tokens(
 
 class _Ids:
     """The scratch file's ids, read a block at a time with ``os.pread`` into memory the block owns: a memory map
-    read to its end would keep every page it touched in the process's resident set (4.4 GB of them for the 2 GiB
+    read to its end would keep every page it touched in the process's resident set (4,290 MiB of them for the 2 GiB
     corpus's bytes), though the kernel could drop them. Closed with the last reader."""
 
     def __init__(self, fd: int, dtype: np.dtype):
