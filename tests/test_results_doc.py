@@ -476,3 +476,65 @@ def test_003s_full_budget_baseline_so_far_is_its_runs():
     assert f"Post-norm, dev bits per byte (seed 0 / seed 1): {post_norm}." in readme
     finished = [r for r in rows if r["status"] == "finished"]
     assert {int(r["seed"]) for r in finished} == {0, 1} and len({r["job"] for r in finished}) == 10
+
+
+BLOG_4000_GAPS = "| variant | step | gap, seeds 0 / 1 | mean | 95% interval | verdict | 003's gaps, seeds 0 / 1 |"
+ABLATION_NAMES_003 = {  # blog_ablation -> how 003's second-round listing names the run
+    "cosine": "cosine schedule",
+    "no_position": "no position",
+    "learned_position": "learned pos.",
+    "post_norm": "post-norm",
+    "no_residual": "no residual",
+}
+
+
+def blog_4000_gap_rows() -> list[list[str]]:
+    lines = (RESULTS / "blog_4000" / "README.md").read_text().splitlines()
+    start = lines.index(BLOG_4000_GAPS) + 2
+    rows = []
+    for line in lines[start:]:
+        if not line.startswith("| "):
+            break
+        rows.append([c.strip() for c in line.strip("|").split("|")])
+    return rows
+
+
+def test_003s_full_budget_gaps_are_runs_csvs_paired_intervals():
+    """docs/results/blog_4000/README.md's gap table: for each finished variant and each of 003's steps, the gaps of
+    seeds 0 and 1, their mean, the paired 95% interval (scipy.stats.ttest_rel) and the pre-registered verdict are
+    what runs.csv gives; every finished variant has its four rows."""
+    rows = runs(RESULTS / "blog_4000" / "ablations" / "report" / "runs.csv")
+    at = {}
+    for r in rows:
+        if r["dev_bpb"]:
+            variant = r["variant"].split("blog_ablation=")[1].split()[0]
+            at[variant, int(r["seed"]), int(r["val_step"])] = float(r["dev_bpb"])
+    finished = {r["variant"].split("blog_ablation=")[1].split()[0] for r in rows if r["status"] == "finished"}
+    shown = blog_4000_gap_rows()
+    assert {(v, step) for v, step, *_ in shown} == {
+        (v, f"{s:,}") for v in finished - {"baseline"} for s in (1000, 2000, 3000, 4000)
+    }
+    for variant, step, gaps, mean, interval, verdict, _ in shown:
+        s = int(step.replace(",", ""))
+        mine = [at[variant, seed, s] for seed in (0, 1)]
+        base = [at["baseline", seed, s] for seed in (0, 1)]
+        lo, hi = stats.ttest_rel(mine, base).confidence_interval(0.95)
+        d = [m - b for m, b in zip(mine, base, strict=True)]
+        assert gaps == f"{d[0]:+.3f} / {d[1]:+.3f}" and mean == f"{(d[0] + d[1]) / 2:+.3f}", (variant, step)
+        assert interval == f"[{lo:+.3f}, {hi:+.3f}]", (variant, step)
+        assert verdict == ("worse" if lo > 0 else "better" if hi < 0 else "within seed noise"), (variant, step)
+
+
+@requires_spec
+def test_003s_full_budget_gaps_quote_003s_own():
+    """The table's last column: 003's printed dev bits per byte of the variant minus its baseline's, seed by seed."""
+    text = spec_text("003")
+
+    def printed(name: str, seed: int, step: int) -> float:
+        line = next(line for line in text.splitlines() if re.match(rf"{re.escape(name)}\s+s{seed}: 1000:", line))
+        return float(re.search(rf"\b{step}: (\d+\.\d+)", line).group(1))
+
+    for variant, step, *_, theirs in blog_4000_gap_rows():
+        s = int(step.replace(",", ""))
+        gaps = [printed(ABLATION_NAMES_003[variant], seed, s) - printed("baseline", seed, s) for seed in (0, 1)]
+        assert theirs == f"{gaps[0]:+.3f} / {gaps[1]:+.3f}", (variant, step)
