@@ -161,6 +161,24 @@ def test_a_wide_file_is_widened_a_block_at_a_time(tmp_path, monkeypatch):
     assert np.fromfile(path, dtype="<i4").tolist() == list(range(10)) and not list(tmp_path.glob("*.wide"))
 
 
+def test_a_runs_own_tokenizer_given_back_maps_the_runs_folder(corpus, prepared_dir):
+    """Scoring a checkpoint rebuilds its splits with the tokenizer it carries: when that is the one its run fitted
+    (the config's folder holds the same JSON), the folder is mapped, not encoded again into a second one."""
+    from tinygpt.data.tokenizers import CharTokenizer, tokenizer_from_json
+
+    first = module(corpus)
+    config = {"name": "textdir", "corpus": "dir", "path": str(corpus), "glob": "*.txt", "test_k": 1}
+    config |= {"dev": "documents", "dev_k": 1, "tokenizer": {"name": "char"}}
+    checkpoints = tokenizer_from_json(first.tokenizer.to_json())  # as a checkpoint gives it back
+    again = TextDataModule(config, context_length=16, seed=0, tokenizer=checkpoints)
+    again.setup()
+    assert not again.prepared.written and again.prepared.folder == first.prepared.folder
+    assert folders(prepared_dir) == [first.prepared.folder]
+    other = TextDataModule(config, context_length=16, seed=0, tokenizer=CharTokenizer.fit("Document 0123456789"))
+    other.setup()  # another tokenizer: its own folder
+    assert other.prepared.written and len(folders(prepared_dir)) == 2
+
+
 def test_folders_of_another_format_are_noted_when_a_folder_is_written_and_left_alone(corpus, prepared_dir):
     older = prepared_dir / "0123abcd"  # what a tinygpt of the format before wrote
     older.mkdir(parents=True)

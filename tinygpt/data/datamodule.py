@@ -42,6 +42,7 @@ from tinygpt.data.prepared import (
     PreparedSplits,
     TrainTokens,
     file_identity,
+    holds_tokenizer,
     mapped_text,
     other_formats_note,
     prepare,
@@ -471,11 +472,13 @@ def prepare_corpus(
         raise DataError(f"the train split of {corpus.location} is empty; check data.fraction and the split sizes")
     if config.dev != "none" and not (plan.dev or plan.cut_dev_by_tokens):
         raise DataError(f"the dev split of {corpus.location} is empty; raise data.dev_fraction or data.dev_k")
-    splits = prepare(
-        _description(config, corpus, tokenizer),
-        lambda: _encode(config, corpus, plan, root, tokenizer),
-        None if tokenizer is None else tokenizer.to_json(),
-    )
+    given = None if tokenizer is None else tokenizer.to_json()
+    description = _description(config, corpus, tokenizer)
+    if given is not None and holds_tokenizer(_description(config, corpus, None), given):
+        # a checkpoint's tokenizer is the one its run fitted and wrote into the config's folder: that folder is these
+        # splits encoded with it, so scoring a run maps it instead of encoding the corpus again into a second one
+        description = _description(config, corpus, None)
+    splits = prepare(description, lambda: _encode(config, corpus, plan, root, tokenizer), given)
     return root, corpus, plan, splits
 
 

@@ -20,7 +20,8 @@ the first run (or ``tinygpt-prepare``) writes a prepared folder and every later 
 
 The folder's name is a fingerprint of what decides its contents: the corpus's files (name, size, modification
 time), the settings that decide each split's text (``text_settings``), the split unit and the tokenizer's config
-(or, for a tokenizer given from a checkpoint, its JSON). The model's context, the batch size and the seed do not
+(or, for a tokenizer given from a checkpoint, its JSON, unless the config's folder holds that very tokenizer:
+datamodule.py's ``prepare_corpus``). The model's context, the batch size and the seed do not
 enter it, so every job of a sweep over seeds, models or optimizers reuses one folder. The held-out split is not in
 it: it stays a plan until ``test_dataloader``, the one scoring call, reads it.
 
@@ -242,6 +243,15 @@ def prepare(description: dict, make: Callable[[], Encoded], tokenizer: str | Non
         }
         write_json_atomic(staging / MANIFEST, manifest)  # last: a folder with a manifest is complete
     return replace(read_prepared(folder, tokenizer), written=True)
+
+
+def holds_tokenizer(description: dict, tokenizer: str) -> bool:
+    """Whether the complete prepared folder for ``description`` exists and holds exactly this tokenizer's JSON."""
+    folder = prepared_root() / fingerprint(description)
+    try:
+        return (folder / MANIFEST).is_file() and (folder / TOKENIZER).read_text() == tokenizer
+    except OSError:
+        return False
 
 
 def _link_or_copy(source: Path, target: Path) -> None:
