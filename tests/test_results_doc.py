@@ -463,8 +463,8 @@ def quoted_points(rows: list[dict], ablation: str) -> str:
 
 
 def test_003s_full_budget_baseline_so_far_is_its_runs():
-    """docs/results/blog_4000/README.md quotes the finished runs' dev points (baseline, cosine, no_position,
-    learned_position, post_norm): each is runs.csv's."""
+    """docs/results/blog_4000/README.md quotes the finished runs' dev points (all six variants of
+    the ablation): each is runs.csv's."""
     readme = " ".join((RESULTS / "blog_4000" / "README.md").read_text().split())
     rows = runs(RESULTS / "blog_4000" / "ablations" / "report" / "runs.csv")
     assert f"Baseline, dev bits per byte (seed 0 / seed 1): {quoted_points(rows, 'baseline')}" in readme
@@ -474,8 +474,10 @@ def test_003s_full_budget_baseline_so_far_is_its_runs():
     assert f"Learned positions, dev bits per byte (seed 0 / seed 1): {learned}." in readme
     post_norm = quoted_points(rows, "post_norm")
     assert f"Post-norm, dev bits per byte (seed 0 / seed 1): {post_norm}." in readme
+    no_residual = quoted_points(rows, "no_residual")
+    assert f"No residual stream, dev bits per byte (seed 0 / seed 1): {no_residual}." in readme
     finished = [r for r in rows if r["status"] == "finished"]
-    assert {int(r["seed"]) for r in finished} == {0, 1} and len({r["job"] for r in finished}) == 10
+    assert {int(r["seed"]) for r in finished} == {0, 1} and len({r["job"] for r in finished}) == 12
 
 
 BLOG_4000_GAPS = "| variant | step | gap, seeds 0 / 1 | mean | 95% interval | verdict | 003's gaps, seeds 0 / 1 |"
