@@ -43,12 +43,17 @@ def all_tokenizers():
     return made
 
 
-@pytest.mark.parametrize("kind", ["char", "bytes", "bpe", "gpt2"])
-def test_round_trip_and_offsets(kind):
+def tokenizer_of(kind: str):
+    """The tokenizer named ``kind`` of ``all_tokenizers``; gpt2's test is skipped without the data root."""
     tokenizers = all_tokenizers()
     if kind not in tokenizers:
         pytest.skip("gpt2 needs TINYGPT_DATA (CI sets it)")
-    tok = tokenizers[kind]
+    return tokenizers[kind]
+
+
+@pytest.mark.parametrize("kind", ["char", "bytes", "bpe", "gpt2"])
+def test_round_trip_and_offsets(kind):
+    tok = tokenizer_of(kind)
     for text in (FIT, MIXED, "", "a"):
         ids = tok.encode(text)
         assert tok.decode(ids) == text
@@ -62,10 +67,7 @@ def test_round_trip_and_offsets(kind):
 
 @pytest.mark.parametrize("kind", ["char", "bytes", "bpe", "gpt2"])
 def test_encode_arrays_are_the_offsets_in_the_tokenizers_narrowest_dtypes(kind):
-    tokenizers = all_tokenizers()
-    if kind not in tokenizers:
-        pytest.skip("gpt2 needs TINYGPT_DATA (CI sets it)")
-    tok = tokenizers[kind]
+    tok = tokenizer_of(kind)
     arrays = tok.encode_arrays(MIXED + FIT)
     offsets = tok.encode_with_offsets(MIXED + FIT)
     assert all(a.tolist() == o.tolist() for a, o in zip(arrays, offsets, strict=True))
@@ -83,10 +85,7 @@ def test_a_bpe_token_longer_than_255_bytes_is_counted_in_full():
 
 @pytest.mark.parametrize("kind", ["char", "bytes", "bpe", "gpt2"])
 def test_json_and_save_round_trip(kind, tmp_path):
-    tokenizers = all_tokenizers()
-    if kind not in tokenizers:
-        pytest.skip("gpt2 needs TINYGPT_DATA (CI sets it)")
-    tok = tokenizers[kind]
+    tok = tokenizer_of(kind)
     restored = tokenizer_from_json(tok.to_json())
     loaded = load_tokenizer(tok.save(tmp_path / kind).parent)
     for other in (restored, loaded):
