@@ -540,3 +540,160 @@ def test_003s_full_budget_gaps_quote_003s_own():
         s = int(step.replace(",", ""))
         gaps = [printed(ABLATION_NAMES_003[variant], seed, s) - printed("baseline", seed, s) for seed in (0, 1)]
         assert theirs == f"{gaps[0]:+.3f} / {gaps[1]:+.3f}", (variant, step)
+
+
+# -- "003 at its full budget" in docs/results.md: every number read again from the committed runs ------------------
+
+BLOG_4000 = RESULTS / "blog_4000" / "ablations"
+FULL_BUDGET = "## 003 at its full budget"
+LABELS_4000 = {  # how the section names each blog_ablation
+    "baseline": "baseline",
+    "cosine": "cosine schedule",
+    "no_position": "no position",
+    "learned_position": "learned positions",
+    "post_norm": "post-norm",
+    "no_residual": "no residual",
+}
+
+
+def full_budget_text() -> str:
+    return " ".join(DOC.read_text().split(FULL_BUDGET)[1].split("\n## ")[0].split())
+
+
+def dev_points_4000() -> dict[tuple[str, int, int], float]:
+    at = {}
+    for r in runs(BLOG_4000 / "report" / "runs.csv"):
+        if r["dev_bpb"]:
+            at[r["variant"].split("blog_ablation=")[1].split()[0], int(r["seed"]), int(r["val_step"])] = float(
+                r["dev_bpb"]
+            )
+    return at
+
+
+def gap_4000(at: dict, variant: str, seed: int, step: int) -> float:
+    return at[variant, seed, step] - at["baseline", seed, step]
+
+
+def against_003(low: float, high: float, verdict: str, theirs: list[float]) -> str:
+    """The pre-registered reading of one variant against 003's per-seed gaps (docs/experiments/003_full_budget.md)."""
+    if verdict == "within seed noise" or (verdict == "worse") != (theirs[0] > 0):
+        return "differs"
+    return "agrees" if all(low <= t <= high for t in theirs) else "differs in size"
+
+
+def test_003s_full_budget_dev_points_are_its_runs():
+    at = dev_points_4000()
+    shown = table("| variant | ours, seed 0: 1,000 / 2,000 / 3,000 / 4,000 |")
+    assert [row[0] for row in shown] == [f"{label} (`{v}`)" for v, label in LABELS_4000.items()]
+    for row in shown:
+        variant = row[0].split("`")[1]
+        for seed, cell in ((0, row[1]), (1, row[2])):
+            assert cell == " / ".join(f"{at[variant, seed, s]:.3f}" for s in (1000, 2000, 3000, 4000)), row[0]
+
+
+def test_003s_full_budget_gaps_verdicts_and_readings_are_its_runs():
+    """The 4,000-step gap table: gaps, mean, paired interval and verdict recomputed from runs.csv, and the
+    pre-registered reading against 003 recomputed from the interval and 003's gaps in the row."""
+    at = dev_points_4000()
+    shown = table("| at 4,000 steps, minus the baseline's |")
+    names = {label: v for v, label in LABELS_4000.items()}
+    assert {names[row[0]] for row in shown} == set(LABELS_4000) - {"baseline"}
+    for label, gaps, mean, interval, verdict, theirs, reading in shown:
+        v = names[label]
+        mine = [at[v, seed, 4000] for seed in (0, 1)]
+        base = [at["baseline", seed, 4000] for seed in (0, 1)]
+        low, high = stats.ttest_rel(mine, base).confidence_interval(0.95)
+        d = [gap_4000(at, v, seed, 4000) for seed in (0, 1)]
+        assert gaps == f"{d[0]:+.3f} / {d[1]:+.3f}" and mean == f"{(d[0] + d[1]) / 2:+.3f}", label
+        assert interval == f"[{low:+.3f}, {high:+.3f}]", label
+        assert verdict == ("worse" if low > 0 else "better" if high < 0 else "within seed noise"), label
+        assert reading == against_003(low, high, verdict, numbers(theirs)), label
+        readme_row = next(r for r in blog_4000_gap_rows() if r[0] == v and r[1] == "4,000")
+        assert theirs == readme_row[-1], label  # 003's gaps: checked against 003's text by the README's test
+
+
+def test_003s_full_budget_best_dev_table_is_its_comparison():
+    found = comparisons(BLOG_4000 / "report" / "comparison.csv", "dev_bits_per_byte", "best dev bits per byte")
+    shown = table("| best dev bits per byte over 4,000 steps, minus the baseline's |")
+    names = {label: v for v, label in LABELS_4000.items()}
+    assert len(shown) == 5
+    for cells in shown:
+        check_paired_row(cells, one(found, f"blog_ablation={names[cells[0]]} trainer.precision=32-true"))
+    best = {
+        (r["variant"].split("blog_ablation=")[1].split()[0], int(r["seed"])): int(r["best_step"])
+        for r in runs(BLOG_4000 / "report" / "runs.csv")
+    }
+    not_last = sorted((v, s, step) for (v, s), step in best.items() if step != 4000)
+    assert not_last == [("cosine", 1, 3750), ("no_residual", 0, 2500), ("no_residual", 1, 2250)]
+    assert "but cosine's seed 1, at 3,750 steps, and no residual's, at 2,500 and 2,250" in full_budget_text()
+
+
+def test_003s_full_budget_wall_times_and_machine_are_its_run_jsons():
+    shown = table("| run | seed | wall time (s) | resumed from step | machine |")
+    model = next(line for line in (BLOG_4000 / "lscpu.txt").read_text().splitlines() if line.startswith("Model name"))
+    assert len(shown) == 12
+    for run, seed, wall, resumed, machine in shown:
+        [job] = [
+            p
+            for p in (BLOG_4000 / "runs").iterdir()
+            if p.name.startswith(f"{run.strip('`')},") and f"seed={seed}," in p.name
+        ]
+        record = json.loads((job / "run.json").read_text())
+        assert wall == f"{record['wall_time_s']:,.0f}", job.name
+        assert resumed == (f"{record['resumed_from_step']:,}" if record["resumed_from_step"] else "—"), job.name
+        assert machine == ", ".join(sorted({part["device"] for part in record["provenance"]})), job.name
+        assert model.split(":", 1)[1].strip() == machine
+        assert record["status"] == "finished" and record["provenance"][0]["commit"].startswith("89a79ed")
+
+
+def test_003s_full_budget_claims_quote_its_runs():
+    at = dev_points_4000()
+    said = full_budget_text()
+    learned = [gap_4000(at, "learned_position", 0, s) for s in (1000, 2000, 3000, 4000)]
+    assert "Ours, seed 0: " + ", ".join(f"{g:+.3f}" for g in learned[:3]) + f" and {learned[3]:+.3f}." in said
+    assert learned == sorted(learned, reverse=True)  # "still closing"
+    base = [at["baseline", s, step] for step in (3000, 4000) for s in (0, 1)]
+    assert f"falls from {base[0]:.3f} / {base[1]:.3f} at 3,000 steps to {base[2]:.3f} / {base[3]:.3f} at 4,000" in said
+    assert f"Ours sit at {at['no_residual', 0, 4000]:.3f} / {at['no_residual', 1, 4000]:.3f}" in said
+    assert "| unigram entropy of the training text | 4.873 bits per character | 5.015 |" in DOC.read_text()
+    for v, theirs in (
+        ("cosine", -0.006),
+        ("post_norm", 0.153),
+        ("learned_position", 0.418),
+        ("no_position", 1.203),
+        ("no_residual", 2.905),
+    ):
+        mean = (gap_4000(at, v, 0, 1000) + gap_4000(at, v, 1, 1000)) / 2
+        signed = lambda x: f"{x:+.3f}".replace("-", "−")  # noqa: E731
+        shown = f"{LABELS_4000[v].replace('schedule', '').strip()} {signed(mean)} against {signed(theirs)}"
+        assert shown in said, shown
+    printed_4000 = {  # 003's dev bits per byte at 4,000, seeds 0 / 1 (the first table's last cells)
+        row[0].split("`")[1]: (numbers(row[3])[-1], numbers(row[4])[-1])
+        for row in table("| variant | ours, seed 0: 1,000 / 2,000 / 3,000 / 4,000 |")
+    }
+    differences = []
+    for v in ("cosine", "post_norm", "learned_position", "no_position", "no_residual"):
+        ours = (gap_4000(at, v, 0, 4000) + gap_4000(at, v, 1, 4000)) / 2
+        theirs = sum(printed_4000[v][s] - printed_4000["baseline"][s] for s in (0, 1)) / 2
+        differences.append(f"{abs(ours - theirs):.3f}")
+    assert (
+        "At 4,000 steps the means differ from 003's by {} (cosine), {} (post-norm), {} (learned positions), {} "
+        "(no position) and {} (no residual).".format(*differences)
+        in said
+    )
+    assert f"the PEPs give {3_421_495 / 593_616:.1f} times the blog's training text" in said
+
+
+@requires_spec
+def test_003s_full_budget_quotes_003s_own_dev_points():
+    text = spec_text("003")
+    names = {
+        "learned_position": "learned pos.",
+        **{v: n for v, n in ABLATION_NAMES_003.items() if v != "learned_position"},
+        "baseline": "baseline",
+    }
+    for row in table("| variant | ours, seed 0: 1,000 / 2,000 / 3,000 / 4,000 |"):
+        v = row[0].split("`")[1]
+        for seed, cell in ((0, row[3]), (1, row[4])):
+            line = next(x for x in text.splitlines() if re.match(rf"{re.escape(names[v])}\s+s{seed}: 1000:", x))
+            assert cell == " / ".join(re.search(rf"\b{s}: (\d+\.\d+)", line).group(1) for s in (1000, 2000, 3000, 4000))
