@@ -697,3 +697,17 @@ def test_003s_full_budget_quotes_003s_own_dev_points():
         for seed, cell in ((0, row[3]), (1, row[4])):
             line = next(x for x in text.splitlines() if re.match(rf"{re.escape(names[v])}\s+s{seed}: 1000:", x))
             assert cell == " / ".join(re.search(rf"\b{s}: (\d+\.\d+)", line).group(1) for s in (1000, 2000, 3000, 4000))
+
+
+def test_003s_full_budget_prices_seeds_2_and_3_from_its_runs():
+    walls = [json.loads(p.read_text())["wall_time_s"] for p in (BLOG_4000 / "runs").glob("*/run.json")]
+    t = {dof: stats.t.ppf(0.975, dof) for dof in (1, 3)}
+    said = full_budget_text()
+    assert (
+        f"{sum(walls) / 60:,.1f} minutes of run wall time (the 12 runs' sum), about {sum(walls) / 3600 / 2:.0f} hours"
+        in said
+    )
+    assert f"(t = {t[3]:.2f} instead of {t[1]:.2f})" in said
+    assert f"would be {(t[1] / 2**0.5) / (t[3] / 2):.1f} times narrower" in said
+    assert f"ablations at 4,000 steps, {sum(walls) / 60:,.1f} (12 runs" in text()
+    assert f"Compute: {1839.3 + round(sum(walls) / 60, 1):,.1f} minutes of training wall time in all" in text()
