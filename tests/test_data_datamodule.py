@@ -282,3 +282,53 @@ def test_a_large_tail_dev_split_of_a_folder_says_how_to_choose_documents(tmp_pat
     monkeypatch.setattr(datamodule, "LARGE_DEV_TOKENS", dev_tokens - 1)
     assert f"note: dev holds {dev_tokens:,} tokens (over {dev_tokens - 1:,})" in "\n".join(dm.summary_lines())
     assert "data.dev=documents" in dm.summary_lines()[-1]
+    assert dm.summary_lines()[-1].endswith("or score its first N batches at every check: +trainer.limit_val_batches=N")
+
+
+@pytest.mark.parametrize(
+    ("data", "advice"),
+    [
+        ({"name": "textfile", "corpus": "file", "path": "d0.txt"}, "data.dev_fraction=<share>"),
+        (
+            {
+                "name": "textdir",
+                "corpus": "dir",
+                "path": ".",
+                "glob": "*.txt",
+                "test_k": 1,
+                "dev": "documents",
+                "dev_k": 2,
+            },
+            "keep fewer documents: data.dev_k=<how many>",
+        ),
+        (
+            {
+                "name": "textdir",
+                "corpus": "dir",
+                "path": ".",
+                "glob": "*.txt",
+                "split_by": "hash",
+                "dev": "documents",
+                "test_fraction": 0.2,
+                "dev_fraction": 0.2,
+            },
+            "data.dev_fraction=<share>",
+        ),
+    ],
+)
+def test_every_large_dev_split_says_how_to_make_it_smaller(tmp_path, monkeypatch, data, advice):
+    """Not only a folder's tail: any dev split over the line is named at start, with the setting that makes this
+    corpus's smaller and Lightning's limit_val_batches, which scores the same first batches at every check."""
+    from torch.utils.data import SequentialSampler
+
+    import tinygpt.data.datamodule as datamodule
+
+    for i in range(30):
+        (tmp_path / f"d{i}.txt").write_text(words(i, 100))
+    dm = make(tmp_path, **data)
+    dm.setup()
+    monkeypatch.setattr(datamodule, "LARGE_DEV_TOKENS", 1)
+    note = dm.summary_lines()[-1]
+    assert note.startswith("note: dev holds") and advice in note, note
+    assert note.endswith("+trainer.limit_val_batches=N")
+    assert isinstance(dm.val_dataloader().sampler, SequentialSampler)  # the first N batches are the same each check

@@ -405,13 +405,27 @@ class TextDataModule(L.LightningDataModule):
         if config.tokenizer.name == "char" and splits["dev"] is not None:
             lines.append(f"  dev characters unseen in train (id 0): {d['unseen_dev_chars']:,}")
         dev = splits["dev"]
-        if corpus["kind"] == "dir" and config.dev == "tail" and dev is not None and dev["tokens"] > LARGE_DEV_TOKENS:
-            lines.append(
-                f"note: dev holds {dev['tokens']:,} tokens (over {LARGE_DEV_TOKENS:,}), each scored at every "
-                "dev check; a folder corpus can keep whole documents for dev instead: data.dev=documents "
-                + ("data.dev_fraction=<share>" if config.split_by == "hash" else "data.dev_k=<how many>")
-            )
+        if dev is not None and dev["tokens"] is not None and dev["tokens"] > LARGE_DEV_TOKENS:
+            lines.append(_large_dev_note(dev["tokens"], corpus["kind"], config))
         return lines if note is None else [*lines, note]
+
+
+def _large_dev_note(tokens: int, kind: str, config: DataConfig) -> str:
+    """The start line for a dev split whose scoring can outweigh training: what makes it smaller, for this corpus.
+    Lightning's limit_val_batches scores the same first batches at every check (the windows are not shuffled), so
+    the checks stay comparable with each other, though not with a run that scores the whole split."""
+    if kind == "dir" and config.dev == "tail":
+        smaller = "keep whole documents for dev instead: data.dev=documents " + (
+            "data.dev_fraction=<share>" if config.split_by == "hash" else "data.dev_k=<how many>"
+        )
+    elif config.dev == "documents" and config.split_by != "hash":
+        smaller = "keep fewer documents: data.dev_k=<how many>"
+    else:
+        smaller = "hold out a smaller share: data.dev_fraction=<share>"
+    return (
+        f"note: dev holds {tokens:,} tokens (over {LARGE_DEV_TOKENS:,}), each scored at every dev check; "
+        f"{smaller}, or score its first N batches at every check: +trainer.limit_val_batches=N"
+    )
 
 
 def _fitted_on_line(tokenizer: Tokenizer, fit_bytes: int | None, train_bytes: int) -> str:
