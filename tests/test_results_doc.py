@@ -710,4 +710,154 @@ def test_003s_full_budget_prices_seeds_2_and_3_from_its_runs():
     assert f"(t = {t[3]:.2f} instead of {t[1]:.2f})" in said
     assert f"would be {(t[1] / 2**0.5) / (t[3] / 2):.1f} times narrower" in said
     assert f"ablations at 4,000 steps, {sum(walls) / 60:,.1f} (12 runs" in text()
-    assert f"Compute: {1839.3 + round(sum(walls) / 60, 1):,.1f} minutes of training wall time in all" in text()
+    scoring = [json.loads(p.read_text())["wall_time_s"] for p in (FINAL_4000 / "runs").glob("*/run.json")]
+    assert f"and its score's three seeds, {sum(scoring) / 60:,.1f} (three side by side)" in text()
+    total = 1839.3 + round(sum(walls) / 60, 1) + round(sum(scoring) / 60, 1)
+    assert f"Compute: {total:,.1f} minutes of training wall time in all" in text()
+
+
+FINAL_4000 = RESULTS / "blog_4000" / "final"
+SCORED_STEPS = (250, 1000, 2000, 3000, 4000)
+SCORE_003 = {  # 003's held-out bits per byte at 250 / 1,000 / 2,000 / 3,000 / 4,000, seeds 0-2 (its final.py)
+    0: (3.036, 2.511, 2.453, 2.475, 2.496),
+    1: (3.005, 2.607, 2.491, 2.562, 2.633),
+    2: (3.019, 2.492, 2.436, 2.570, 2.535),
+}
+BASELINE_NAMES = {
+    "lzma": "lzma",
+    "kneser-ney-6": "Kneser-Ney, 6 characters",
+    "lstm": "LSTM (003's)",
+    "bz2": "bz2",
+    "zlib": "zlib",
+}
+
+
+def final_4000_run(seed: int) -> Path:
+    return FINAL_4000 / "runs" / f"experiment=blog_final,seed={seed}"
+
+
+def final_4000_baselines() -> dict:
+    """The compressors, Kneser-Ney and the unigram as the scoring sweep's baselines command wrote them, and the LSTM
+    from the record of the 1,000-step score: 003's character LSTM, scored once on these documents."""
+    ours = json.loads((FINAL_4000 / "runs" / "baselines" / "baselines_test.json").read_text())["baselines"]
+    earlier = json.loads((RESULTS / "blog_1000" / "final" / "baselines" / "baselines_test.json").read_text())
+    return {**ours, "lstm": earlier["baselines"]["lstm"]}
+
+
+def test_003s_full_budget_baselines_repeat_the_1000_step_records_bit_for_bit():
+    """The pre-registered baselines command, run again for the 4,000-step score, gave every baseline the same bits
+    on the same text as the record of the 1,000-step score, whose LSTM line the section quotes."""
+    ours = json.loads((FINAL_4000 / "runs" / "baselines" / "baselines_test.json").read_text())
+    earlier = json.loads((RESULTS / "blog_1000" / "final" / "baselines" / "baselines_test.json").read_text())
+    assert ours["data"] == earlier["data"] and ours["documents"] == earlier["documents"]
+    assert ours["train_chars"] == earlier["train_chars"] and ours["scored_bytes"] == earlier["scored_bytes"]
+    assert set(ours["baselines"]) == set(earlier["baselines"]) - {"lstm"}
+    for name, scored in ours["baselines"].items():
+        assert scored["bits"] == earlier["baselines"][name]["bits"], name
+
+
+def test_003s_full_budget_runs_were_scored_once_at_their_registered_steps():
+    """Each scoring run registered steps 250-4,000 before its first step, and its evaluations.jsonl holds one
+    unforced held-out scoring at each of them and no other."""
+    for seed in (0, 1, 2):
+        record = json.loads((final_4000_run(seed) / "run.json").read_text())
+        assert record["status"] == "finished" and record["step"] == 4000
+        assert list(record["config"]["score_once"]["steps"]) == list(SCORED_STEPS)
+        rows = [json.loads(x) for x in (final_4000_run(seed) / "evaluations.jsonl").read_text().splitlines()]
+        held_out = [r for r in rows if r["split"] == "test"]
+        assert sorted(int(r["step"]) for r in held_out) == list(SCORED_STEPS), seed
+        assert not any(r["forced"] for r in held_out), seed
+
+
+def test_003s_full_budget_score_is_its_scorings_beside_the_baselines():
+    baselines = final_4000_baselines()
+    shown = table("| held-out bits per byte at 4,000 steps | both documents |")
+    ours = [r for r in shown if r[0].startswith("**tinygpt")]
+    assert [r[0] for r in ours] == [f"**tinygpt, seed {s}, step 4,000**" for s in (0, 1, 2)]
+    for seed, row in zip((0, 1, 2), ours, strict=True):
+        scoring = held_out_at(final_4000_run(seed), 4000)
+        assert [number(c) for c in row[1:4]] == by_document(scoring["bits_per_byte"], scoring["per_document_bpb"])
+        assert number(row[4]) == SCORE_003[seed][-1]
+    rest = {r[0]: r for r in shown if not r[0].startswith("**tinygpt")}
+    assert set(rest) == set(BASELINE_NAMES.values())
+    for key, name in BASELINE_NAMES.items():
+        b = baselines[key]
+        assert [number(c) for c in rest[name][1:4]] == by_document(b["bits_per_byte"], b["per_document_bpb"]), name
+    assert (rest["LSTM (003's)"][4], rest["Kneser-Ney, 6 characters"][4], rest["bz2"][4]) == ("2.66", "2.57", "2.34")
+
+
+def test_003s_full_budget_curve_is_its_scorings():
+    shown = table("| held-out bits per byte, steps 250 / 1,000 / 2,000 / 3,000 / 4,000 | ours | 003 |")
+    assert [r[0] for r in shown] == ["seed 0", "seed 1", "seed 2"]
+    for seed, (_, ours, theirs) in enumerate(shown):
+        assert ours == " / ".join(f"{held_out_at(final_4000_run(seed), s)['bits_per_byte']:.3f}" for s in SCORED_STEPS)
+        assert numbers(theirs) == list(SCORE_003[seed])
+
+
+def test_003s_full_budget_verdicts_against_the_baselines_are_one_sample_intervals():
+    """The pre-registered verdicts: the three seeds' one-sample 95% t interval (scipy.stats.ttest_1samp) against each
+    baseline's score: beats it when the whole interval is below, loses to it when above, else level."""
+    scores = [held_out_at(final_4000_run(seed), 4000)["bits_per_byte"] for seed in (0, 1, 2)]
+    baselines = final_4000_baselines()
+    shown = table("| against (held-out bits per byte) | baseline | ours, seeds 0 / 1 / 2 |")
+    assert {r[0] for r in shown} == set(BASELINE_NAMES.values())
+    for name, score, ours, interval, verdict in shown:
+        b = baselines[next(k for k, v in BASELINE_NAMES.items() if v == name)]["bits_per_byte"]
+        low, high = stats.ttest_1samp(scores, b).confidence_interval(0.95)
+        assert score == f"{b:.3f}" and ours == " / ".join(f"{s:.3f}" for s in scores), name
+        assert interval == f"[{low:.3f}, {high:.3f}]", name
+        assert verdict == ("beats it" if high < b else "loses to it" if low > b else "level"), name
+
+
+def test_003s_full_budget_scoring_runs_wall_times_and_machine():
+    shown = table("| scoring run | seed | wall time (s) | resumed from step | machine |")
+    model = next(x for x in (FINAL_4000 / "lscpu.txt").read_text().splitlines() if x.startswith("Model name"))
+    assert [r[1] for r in shown] == ["0", "1", "2"]
+    for _, seed, wall, resumed, machine in shown:
+        record = json.loads((final_4000_run(int(seed)) / "run.json").read_text())
+        assert wall == f"{record['wall_time_s']:,.0f}"
+        assert resumed == (f"{record['resumed_from_step']:,}" if record["resumed_from_step"] else "—")
+        assert machine == ", ".join(sorted({part["device"] for part in record["provenance"]}))
+        assert model.split(":", 1)[1].strip() == machine
+        assert record["provenance"][0]["commit"].startswith("89a79ed")
+
+
+@requires_spec
+def test_003s_full_budget_quotes_003s_own_scores():
+    text = spec_text("003")
+    for seed, theirs in SCORE_003.items():
+        line = next(
+            x for x in text.splitlines() if x.startswith(f"seed {seed}, cosine schedule, held-out bits per byte")
+        )
+        printed = [float(v) for v in re.findall(r"[\d,]+: (\d\.\d+)", line)]
+        assert printed == list(theirs), seed
+
+
+def test_003s_full_budget_score_claims_are_its_scorings():
+    at = {(s, st): held_out_at(final_4000_run(s), st)["bits_per_byte"] for s in (0, 1, 2) for st in SCORED_STEPS}
+    said = full_budget_text()
+    x = [at[s, 4000] for s in (0, 1, 2)]
+    assert f"**The score: {' / '.join(f'{v:.3f}' for v in x)}, a mean of {statistics.mean(x):.3f}**" in said
+    spread = {st: max(at[s, st] for s in (0, 1, 2)) - min(at[s, st] for s in (0, 1, 2)) for st in SCORED_STEPS}
+    assert f"Ours: {spread[2000]:.3f} at 2,000, {spread[3000]:.3f} at 3,000, {spread[4000]:.3f} at 4,000." in said
+    best = {s: min(SCORED_STEPS, key=lambda st: at[s, st]) for s in (0, 1, 2)}
+    if all(step == 4000 for step in best.values()):
+        assert "**Differs: no turn.**" in said
+    else:
+        assert "Ours: best at " + ", ".join(f"{best[s]:,} (seed {s})" for s in (0, 1, 2)) + "." in said
+    baselines = final_4000_baselines()
+    for key, name in (("lstm", "LSTM"), ("bz2", "bz2"), ("kneser-ney-6", "Kneser-Ney"), ("lzma", "lzma")):
+        beaten = sum(v < baselines[key]["bits_per_byte"] for v in x)
+        assert f"{baselines[key]['bits_per_byte']:.3f}" in said, name
+        assert key == "lstm" or f"beaten on {beaten} of 3" in said, name
+
+
+def test_003s_full_budget_score_beside_this_pages_recipes():
+    chars = statistics.mean(held_out_at(final_4000_run(s), 4000)["bits_per_byte"] for s in (0, 1, 2))
+    bpe = statistics.mean(scores_at_1000(EARLIER))
+    searched = statistics.mean(scores_at_1000(TUNED))
+    assert (
+        f"characters at 4,000 steps score {chars:.3f} on these documents, where BPE at dropout 0.1 scored {bpe:.3f}"
+        in full_budget_text()
+    )
+    assert f"and the searched recipe {searched:.3f}:" in full_budget_text() and bpe < chars and searched < chars
