@@ -527,14 +527,17 @@ def test_003s_full_budget_gaps_are_runs_csvs_paired_intervals():
         assert verdict == ("worse" if lo > 0 else "better" if hi < 0 else "within seed noise"), (variant, step)
 
 
+def printed_003(text: str, name: str, seed: int, step: int) -> str:
+    """003's printed dev bits per byte of one run of its second round at one step, as printed."""
+    line = next(line for line in text.splitlines() if re.match(rf"{re.escape(name)}\s+s{seed}: 1000:", line))
+    return re.search(rf"\b{step}: (\d+\.\d+)", line).group(1)
+
+
 @requires_spec
 def test_003s_full_budget_gaps_quote_003s_own():
     """The table's last column: 003's printed dev bits per byte of the variant minus its baseline's, seed by seed."""
     text = spec_text("003")
-
-    def printed(name: str, seed: int, step: int) -> float:
-        line = next(line for line in text.splitlines() if re.match(rf"{re.escape(name)}\s+s{seed}: 1000:", line))
-        return float(re.search(rf"\b{step}: (\d+\.\d+)", line).group(1))
+    printed = lambda name, seed, step: float(printed_003(text, name, seed, step))  # noqa: E731
 
     for variant, step, *_, theirs in blog_4000_gap_rows():
         s = int(step.replace(",", ""))
@@ -687,16 +690,11 @@ def test_003s_full_budget_claims_quote_its_runs():
 @requires_spec
 def test_003s_full_budget_quotes_003s_own_dev_points():
     text = spec_text("003")
-    names = {
-        "learned_position": "learned pos.",
-        **{v: n for v, n in ABLATION_NAMES_003.items() if v != "learned_position"},
-        "baseline": "baseline",
-    }
+    names = {**ABLATION_NAMES_003, "baseline": "baseline"}
     for row in table("| variant | ours, seed 0: 1,000 / 2,000 / 3,000 / 4,000 |"):
         v = row[0].split("`")[1]
         for seed, cell in ((0, row[3]), (1, row[4])):
-            line = next(x for x in text.splitlines() if re.match(rf"{re.escape(names[v])}\s+s{seed}: 1000:", x))
-            assert cell == " / ".join(re.search(rf"\b{s}: (\d+\.\d+)", line).group(1) for s in (1000, 2000, 3000, 4000))
+            assert cell == " / ".join(printed_003(text, names[v], seed, s) for s in (1000, 2000, 3000, 4000)), v
 
 
 def test_003s_full_budget_prices_seeds_2_and_3_from_its_runs():
