@@ -1,5 +1,5 @@
-"""A mapped file's windows are read with preadv (the ids of indexing the map) and the next batches' pages are asked
-for ahead, once each, in the order the batches come."""
+"""A mapped file's windows are read with preadv (the ids of indexing the map), all of a batch's pages asked for
+first."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from tinygpt.data import DataError, RandomWindows
-from tinygpt.data.window_reads import LOOKAHEAD, WindowReads
+from tinygpt.data.window_reads import WindowReads
 
 HEADER = 1024  # an llm.c shard's header: the ids start after it
 
@@ -52,30 +52,23 @@ def test_only_a_whole_files_map_is_read_from_the_file(mapped):
     assert WindowReads.of(np.asarray(tokens)) is None and WindowReads.of(torch.zeros(5)) is None
 
 
-class Asked(list):
-    def __call__(self, starts: np.ndarray, length: int) -> None:
-        self.append((starts.tolist(), length))
-
-
-def test_each_steps_pages_are_asked_for_once_ahead_of_its_batch(mapped, monkeypatch):
+def test_a_batch_asks_for_all_its_windows_pages_before_it_reads_them(mapped, monkeypatch):
     tokens, _ = mapped
     windows = RandomWindows(tokens, 8, 64, seed=3)
-    asked = Asked()
-    monkeypatch.setattr(windows._reads, "ask", asked)
+    calls = []
+    read = windows._reads.read
+    monkeypatch.setattr(windows._reads, "ask", lambda starts, length: calls.append(("ask", starts.tolist(), length)))
 
-    def steps_asked() -> list[int]:
-        by_starts = {tuple(windows.starts(s).tolist()): s for s in range(40)}
-        return [by_starts[tuple(starts)] for starts, _ in asked]
+    def reading(starts, length):
+        calls.append(("read", starts.tolist(), length))
+        return read(starts, length)
 
-    windows.batch(0)  # the first batch: its own pages, then the next LOOKAHEAD batches'
-    assert steps_asked() == [0, *range(1, LOOKAHEAD + 1)] and {length for _, length in asked} == {65}
-    for step in range(1, 6):  # each later batch asks for one more, LOOKAHEAD ahead, never its own again
+    monkeypatch.setattr(windows._reads, "read", reading)
+    for step in (0, 1, 7):
+        calls.clear()
         windows.batch(step)
-    assert steps_asked() == list(range(0, 5 + LOOKAHEAD + 1))
-    asked.clear()
-    windows.batch(20)  # a jump (a resume): its own pages first
-    assert steps_asked() == list(range(20, 20 + LOOKAHEAD + 1))
-    assert len(windows._asked) == LOOKAHEAD  # what is kept is the asked steps ahead, no more
+        starts = windows.starts(step).tolist()
+        assert calls == [("ask", starts, 65), ("read", starts, 65)], step
 
 
 def test_a_file_cut_short_after_it_was_mapped_is_refused_naming_it(tmp_path):

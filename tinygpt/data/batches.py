@@ -20,7 +20,7 @@ import torch
 from torch.utils.data import IterableDataset
 
 from tinygpt.common.errors import ConfigError
-from tinygpt.data.window_reads import LOOKAHEAD, WindowReads
+from tinygpt.data.window_reads import WindowReads
 
 SAMPLER_VERSION = "counter-v1"  # bump if the (seed, step) -> batch function ever changes
 
@@ -37,7 +37,7 @@ def generator_for_step(seed: int, step: int) -> torch.Generator:
 class RandomWindows:
     """Random windows of context_length + 1 tokens from one sequence of token ids: a tensor, or a numpy array such
     as a prepared folder's memory-mapped train split (tinygpt/data/prepared.py), of which a batch reads only the
-    windows it draws: from the file with ``preadv``, the next batches' pages asked for ahead (window_reads.py says
+    windows it draws: from the file with ``preadv``, all of a batch's pages asked for at once (window_reads.py says
     why). The same ids give the same batches either way.
 
     batch(step) -> (x, y), each Long[batch_size, context_length], y = x shifted by one token. With
@@ -71,7 +71,6 @@ class RandomWindows:
         self.world_size = world_size
         self._offsets = torch.arange(context_length + 1)
         self._reads = WindowReads.of(tokens)
-        self._asked: dict[int, torch.Tensor] = {}  # step -> its starts, for the steps whose pages were asked for
 
     def starts(self, step: int) -> torch.Tensor:
         """The first token of each of this rank's windows at ``step``: Long[batch_size]."""
@@ -81,33 +80,17 @@ class RandomWindows:
         return starts[self.rank * B : (self.rank + 1) * B]
 
     def batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
-        if self._reads is not None:
-            windows = torch.from_numpy(self._read(step).astype(np.int64))
+        starts = self.starts(step)
+        if self._reads is not None:  # a file's map: its windows asked for together, then read (window_reads.py)
+            self._reads.ask(starts.numpy(), self.context_length + 1)
+            windows = torch.from_numpy(self._reads.read(starts.numpy(), self.context_length + 1).astype(np.int64))
         else:
-            index = self.starts(step)[:, None] + self._offsets  # [B, T+1]: one gather
+            index = starts[:, None] + self._offsets  # [B, T+1]: one gather
             if isinstance(self.tokens, np.ndarray):
                 windows = torch.from_numpy(self.tokens[index.numpy()].astype(np.int64))
             else:
                 windows = self.tokens[index].long()
         return windows[:, :-1], windows[:, 1:]
-
-    def _read(self, step: int) -> np.ndarray:
-        """This step's windows read from the file; then the pages of the next LOOKAHEAD steps' windows asked for,
-        so that they are read while the model computes. A step that was not asked for (the first, or one after a
-        jump such as a resume) asks for its own pages first, so that its windows are read side by side."""
-        assert self._reads is not None
-        length = self.context_length + 1
-        starts = self._asked.pop(step, None)
-        if starts is None:
-            starts = self.starts(step)
-            self._reads.ask(starts.numpy(), length)
-        windows = self._reads.read(starts.numpy(), length)
-        self._asked = {s: t for s, t in self._asked.items() if step < s <= step + LOOKAHEAD}
-        for ahead in range(step + 1, step + LOOKAHEAD + 1):
-            if ahead not in self._asked:
-                self._asked[ahead] = self.starts(ahead)
-                self._reads.ask(self._asked[ahead].numpy(), length)
-        return windows
 
 
 class TrainBatches(IterableDataset):

@@ -1,25 +1,23 @@
-"""A batch's windows read from a file of token ids with ``os.preadv``, and the next batches' pages asked for ahead.
+"""A batch's windows read from a file of token ids with ``os.preadv``, all of their pages asked for at once first.
 
 Why not index the memory map, as nanoGPT does: a batch's windows are random, so on a corpus of gigabytes nearly
-every window touches pages it has never touched before, and on a mapped file each such page is a page fault, taken
-one after another on the training loop's thread:
+every window touches pages the run has never touched, and on a mapped file each such page is a page fault, taken
+one after another on the training loop's thread. Measured on a 2-core AMD EPYC VM, 64 windows of 257 ``uint16``
+ids a batch from a 2.1 G-token file, fresh windows each batch, one thread (docs/benchmarks/data.md):
 
-- from the page cache, a fault maps the page (and its neighbours) into the process, which costs more than copying
-  the window's 514 bytes out of the page cache with ``preadv``: on a 2-core AMD EPYC, 20-28 M tokens/s indexing the
-  map against 49-61 M reading (64 windows of 257 ``uint16`` ids a batch, 2.1 G-token file, fresh windows each);
-  and every page a run ever touched stays in its resident set, which on a long run over a large corpus grows
-  toward the file's size (nanoGPT maps the file again every batch for this reason);
 - from disk (a corpus larger than the page cache), each fault waits for its own read before the next window's
-  starts: 0.6 M tokens/s on the same machine, below the 1 M tokens/s a GPT-2 124M trains at on one H100.
+  starts: 0.7-0.9 M tokens/s indexing the map, below the 1 M tokens/s a GPT-2 124M trains at on one H100. Asking
+  for the batch's pages first (``posix_fadvise(WILLNEED)``, which starts their reads and returns) lets the disk
+  serve them side by side: 13-22 M tokens/s, back to back;
+- from the page cache, copying a window's 514 bytes out with ``preadv`` costs less than faulting its pages into
+  the process: 32-37 M tokens/s against 18-25 M indexing the map; and the pages a run has read do not stay in its
+  resident set, which over a long run on a large corpus would grow toward the file's size (nanoGPT maps the file
+  again every batch for this reason).
 
-So the windows are read with ``preadv`` straight into the batch's array, and the kernel is told which pages the
-next LOOKAHEAD batches will read (``posix_fadvise(WILLNEED)``, which starts their reads and returns): the disk
-serves them side by side while the model computes, not one at a time when the batch is drawn. Lightning fetches
-one batch ahead of the step it runs, so the batch after that is the first whose reads can overlap a step; hence
-two. From disk, with nothing to overlap, this alone took the same machine from 0.6 to 6-12 M tokens/s.
-
-Only the reads change: the ids are those of indexing the map (tests/test_data_window_reads.py), so batches, and
-resuming, are as before.
+Asking for the next batches' pages ahead too, to overlap their reads with the model's step, made no difference
+on that machine (its disk answered slower when the batches came 16 ms apart, ahead or not), so each batch asks
+for its own. Only the reads change: the ids are those of indexing the map (tests/test_data_window_reads.py), so
+batches, and resuming, are as before.
 """
 
 from __future__ import annotations
@@ -31,8 +29,6 @@ import weakref
 import numpy as np
 
 from tinygpt.data.errors import DataError
-
-LOOKAHEAD = 2  # batches whose pages are asked for ahead of the one being read
 
 
 class WindowReads:
