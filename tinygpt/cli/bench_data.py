@@ -52,7 +52,7 @@ from tinygpt.common.typed import typed
 from tinygpt.data.batches import RandomWindows
 from tinygpt.data.config import DataConfig
 from tinygpt.data.datamodule import prepare_corpus
-from tinygpt.data.documents import Piece, read_piece, split_text
+from tinygpt.data.documents import read_piece, read_piece_bytes, split_text
 from tinygpt.data.encoded import PART_CHARS
 from tinygpt.data.errors import DataError
 from tinygpt.data.root import resolve_data_root
@@ -179,7 +179,7 @@ def time_ceiling(corpus: Path, tokenizer: str, prepared: Path) -> tuple[float, i
     encode text already decoded, so a prepare's overhead against them includes this decoding."""
     os.environ["TINYGPT_PREPARED"] = str(prepared)
     _, _, plan, splits = prepare_corpus(data_config(corpus, tokenizer))  # mapped: prepared by time_prepare
-    raws = [read_bytes(piece) for piece in plan.train + plan.dev]
+    raws = [read_piece_bytes(piece) for piece in plan.train + plan.dev]
     start = time.perf_counter()
     texts = [raw.decode("utf-8") for raw in raws]
     decode_s = time.perf_counter() - start
@@ -194,13 +194,6 @@ def time_ceiling(corpus: Path, tokenizer: str, prepared: Path) -> tuple[float, i
     else:  # the numpy encoders run the parts on a thread per core, as encode_batch does, into their narrowest arrays
         encoder.encode_many_arrays(parts)
     return time.perf_counter() - start, sum(len(raw) for raw in raws), decode_s
-
-
-def read_bytes(piece: Piece) -> bytes:
-    """The piece's UTF-8 bytes as they are on disk."""
-    with open(piece.path, "rb") as f:
-        f.seek(piece.byte_start)
-        return f.read(piece.bytes)
 
 
 def child(command: list[str], env: dict) -> tuple[float, float]:

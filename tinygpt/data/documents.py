@@ -174,11 +174,15 @@ def _char_at(data: bytes, start: int) -> str:
     return data[start:end].decode("utf-8", "replace")
 
 
-def read_piece(piece: Piece) -> str:
+def read_piece_bytes(piece: Piece) -> bytes:
+    """The piece's UTF-8 bytes as they are on disk, not decoded."""
     with open(piece.path, "rb") as f:
         f.seek(piece.byte_start)
-        raw = f.read(piece.bytes)
-    text = raw.decode("utf-8")
+        return f.read(piece.bytes)
+
+
+def read_piece(piece: Piece) -> str:
+    text = read_piece_bytes(piece).decode("utf-8")
     if len(text) != piece.chars:
         raise DataError(f"{piece.path} changed on disk while tinygpt was using it; restart the run")
     return text
