@@ -128,11 +128,14 @@ def test_every_switch_changes_the_model():
     for field, value in flips.items():
         _, logits, aux = signature(**{field: value})
         assert not torch.allclose(logits, logits0) or aux != aux0, f"{field}={value!r} changed nothing"
+    # μP's two fields act together (a base width other than d_model changes the init, the scale, the logits):
+    _, logits, _ = signature(parametrization="mup", mup_base_width=16)
+    assert not torch.allclose(logits, logits0)
     # The three left. Biases start at zero, so at init they show only in the count:
     assert signature(bias=True)[0] > n0
     # dropout acts only in training, and with RoPE context_length moves the length limit.
     fields = {f.name for f in dataclasses.fields(GPTConfig)}
-    assert set(flips) | {"bias", "dropout", "context_length"} == fields
+    assert set(flips) | {"bias", "dropout", "context_length", "parametrization", "mup_base_width"} == fields
     model = GPT(GPTConfig(**{**base, "dropout": 0.5})).train()
     assert not torch.equal(model(idx).logits, model(idx).logits)
     long_input = torch.zeros(1, 40, dtype=torch.long)

@@ -21,6 +21,9 @@ Conventions checked against `transformers` 5 (modeling_llama / modeling_qwen3 / 
   the same F.gelu call, is imported as it too) and mlp=gelu_exact (erf) is "gelu"; any other activation is
   refused on import. A bias-free tinygpt GPT-2 layout exports with zero biases (exactly equivalent).
 - Dropout is irrelevant at inference: every dropout of the exported config is 0.
+- μP (model.parametrization=mup): its logit multiplier and attention scale are folded into the final norm's gain
+  (and bias) and the queries (tinygpt/model/mup.py's fold_into_sp); the exported model is a plain one with the
+  same logits, and imports back as one (parametrization=sp).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import torch
 
 from tinygpt.common.errors import ConfigError
 from tinygpt.model import GPTConfig
+from tinygpt.model.mup import fold_into_sp
 
 
 class ExportError(ConfigError):
@@ -415,7 +419,9 @@ CONVERTERS: dict[str, Callable[[dict, GPTConfig, bool], dict]] = {
 
 
 def to_hf_state(state: dict, config: GPTConfig, family: Family) -> dict:
-    """tinygpt state dict -> transformers names and layouts (a tied head appears as lm_head = the table)."""
+    """tinygpt state dict -> transformers names and layouts (a tied head appears as lm_head = the table); a μP
+    model's multipliers folded into its weights first (tinygpt/model/mup.py), as transformers' classes have none."""
+    state = fold_into_sp(state, config)
     out = CONVERTERS[family.name](state, config, True)
     if config.tie_embeddings and family.name != "gpt2":
         out["lm_head.weight"] = state["token_embedding.weight"]

@@ -19,6 +19,7 @@ from torch import nn
 
 from tinygpt.common.errors import ConfigError, require
 from tinygpt.model.kernels import CORES, Dropout
+from tinygpt.model.mup import PARAMETRIZATIONS, attention_scale, base_config, multipliers
 from tinygpt.model.position import POSITIONS, apply_rope
 from tinygpt.model.speed import DEFAULT, SpeedConfig
 
@@ -56,6 +57,8 @@ class GPTConfig:
     tie_embeddings: bool = True  # the output head reuses the embedding table
     dropout: float = 0.0
     init_std: float = 0.02
+    parametrization: str = "sp"  # sp | mup (μP: tinygpt/model/mup.py)
+    mup_base_width: int | None = None  # under mup: the d_model at which μP equals sp (the width multiplier's base)
 
     def __post_init__(self) -> None:
         for name in ("context_length", "d_model", "n_layers", "n_heads", "n_experts", "top_k"):
@@ -94,6 +97,20 @@ class GPTConfig:
         _require(
             self.moe_aux_loss_weight >= 0, "moe_aux_loss_weight", self.moe_aux_loss_weight, "a non-negative number"
         )
+        _require(
+            self.parametrization in PARAMETRIZATIONS,
+            "parametrization",
+            self.parametrization,
+            "one of " + ", ".join(PARAMETRIZATIONS),
+        )
+        if self.parametrization == "mup":
+            _require(
+                self.mup_base_width is not None and self.mup_base_width > 0,
+                "mup_base_width",
+                self.mup_base_width,
+                "a positive integer under parametrization=mup: the d_model at which μP equals sp, e.g. 64",
+            )
+            base_config(self)  # the base-width twin must be a valid model (refused in one line otherwise)
 
     @property
     def resolved_head_dim(self) -> int:
@@ -154,12 +171,25 @@ class GPT(nn.Module):
         self.lm_head = None
         if not config.tie_embeddings:
             self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
-        self.apply(self._init_weights)
+        # μP's multipliers against the base-width twin (tinygpt/model/mup.py); none under sp. Decided here: the
+        # hidden matrices' init, the attention scale, the logits' multiplier, and lr_multipliers, which the
+        # optimizer's groups read (tinygpt/train/optim.py)
+        self.mup = multipliers(config, self)
+        self.lr_multipliers = self.mup.lr
+        # the head's input multiplier (μP's logits × base/d_model); None under sp, so nothing is computed
+        self.output_multiplier = None if self.mup.output == 1.0 else self.mup.output
+        stds = {
+            module: self.mup.init_std[name + ".weight"]
+            for name, module in self.named_modules()
+            if name + ".weight" in self.mup.init_std
+        }
+        self.apply(lambda module: self._init_weights(module, stds.get(module, config.init_std)))
 
-    def _init_weights(self, module: nn.Module) -> None:
-        # Every weight at N(0, init_std), without GPT-2's extra scaling of the residual projections (003).
+    def _init_weights(self, module: nn.Module, std: float) -> None:
+        # Every weight at N(0, init_std), without GPT-2's extra scaling of the residual projections (003); under μP
+        # the hidden matrices at their own std (init_std · √(base fan_in / fan_in)).
         if isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, mean=0.0, std=self.config.init_std)
+            nn.init.normal_(module.weight, mean=0.0, std=std)
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
         if isinstance(module, NORM_TYPES):
@@ -186,8 +216,9 @@ class GPT(nn.Module):
     head_bias = None
 
     def features(self, idx: torch.Tensor, cache: KVCache | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """The final-norm hidden states (B, T, d) and the MoE loss: everything but the head, so that a loss
-        can be fused with the head (tinygpt/model/kernels.py) without materialising the logits."""
+        """The head's input (B, T, d): the final norm's output, times μP's output multiplier under mup; and the MoE
+        loss: everything but the head, so that a loss can be fused with the head (tinygpt/model/kernels.py)
+        without materialising the logits."""
         B, T = idx.shape
         start = 0 if cache is None else cache.position
         if cache is not None:
@@ -211,6 +242,8 @@ class GPT(nn.Module):
         if cache is not None:
             cache.advance(T)
         x = self.final_norm(x)
+        if self.output_multiplier is not None:  # μP: the logits × base/d_model, taken on the head's input
+            x = x * self.output_multiplier
         if aux_losses:
             aux = self.config.moe_aux_loss_weight * torch.stack(aux_losses).sum()
         else:
@@ -328,6 +361,10 @@ class CausalSelfAttention(nn.Module):
         self.n_heads, self.n_kv_heads = config.n_heads, config.resolved_kv_heads
         self.head_dim = config.resolved_head_dim
         self.dropout = config.dropout
+        # μP's scale of the scores (tinygpt/model/mup.py), handed to the core only when there is one, so a core of
+        # one's own written for (q, k, v, mask, dropout_p) keeps working under sp
+        scale = attention_scale(config)
+        self.scale, self.core_options = scale, ({} if scale is None else {"scale": scale})
         d, kv_width = config.d_model, self.n_kv_heads * self.head_dim
         # Separate projections, since keys and values are narrower than queries under GQA (000).
         self.q_proj = nn.Linear(d, self.n_heads * self.head_dim, bias=config.bias)
@@ -367,7 +404,7 @@ class CausalSelfAttention(nn.Module):
             # with the cache's mask hiding the future and the unwritten slots.
             k, v = cache.store(self.layer_index, k, v)
             y = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=cache.mask, enable_gqa=self.n_kv_heads != self.n_heads
+                q, k, v, attn_mask=cache.mask, enable_gqa=self.n_kv_heads != self.n_heads, scale=self.scale
             )
         else:
             mask = None  # causal
@@ -378,7 +415,8 @@ class CausalSelfAttention(nn.Module):
                     cache.mask if cache is not None else torch.ones(T, T, dtype=torch.bool, device=x.device).tril_()
                 )
                 mask = attn_bias.masked_fill(~visible, float("-inf"))
-            y = self.core(q, self._repeat_kv(k), self._repeat_kv(v), mask, self.dropout if self.training else 0.0)
+            dropout_p = self.dropout if self.training else 0.0
+            y = self.core(q, self._repeat_kv(k), self._repeat_kv(v), mask, dropout_p, **self.core_options)
         return self.out_proj(y.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim))
 
     def _projections(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -133,16 +133,23 @@ class SDPACore:
         self.dropout_masks, self.attention_dtype = dropout_masks, attention_dtype
 
     def __call__(
-        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, dropout_p: float
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        mask: torch.Tensor | None,
+        dropout_p: float,
+        scale: float | None = None,
     ) -> torch.Tensor:
         """q, k, v: (B, heads, T or keys, head_dim), k and v with as many heads as q. mask: None (causal), or a
-        float mask added to the scores, -inf where a query may not look (ALiBi's)."""
+        float mask added to the scores, -inf where a query may not look (ALiBi's). scale: the scores' scale,
+        None for 1/√head_dim (μP's differs: tinygpt/model/mup.py)."""
         masks = self.written_out_masks(q.device, dropout_p)
         if self.upcasts(q, masks):
             with torch.autocast(q.device.type, enabled=False):
-                y = compute(q.float(), k.float(), v.float(), mask, dropout_p, masks)
+                y = compute(q.float(), k.float(), v.float(), mask, dropout_p, masks, scale)
             return y.to(q.dtype)
-        return compute(q, k, v, mask, dropout_p, masks)
+        return compute(q, k, v, mask, dropout_p, masks, scale)
 
     def written_out_masks(self, device: torch.device, dropout_p: float) -> str | None:
         """The dropout masks ("torch" or "int16") when dropout goes through the written-out softmax; None when
@@ -176,11 +183,14 @@ def compute(
     mask: torch.Tensor | None,
     dropout_p: float,
     masks: str | None,
+    scale: float | None = None,
 ) -> torch.Tensor:
     mask = None if mask is None else mask.to(q.dtype)
     if masks is not None:
-        return explicit_attention(q, k, v, dropout_p, masks, additive=mask)
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None, dropout_p=dropout_p)
+        return explicit_attention(q, k, v, dropout_p, masks, additive=mask, scale=scale)
+    return F.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask, is_causal=mask is None, dropout_p=dropout_p, scale=scale
+    )
 
 
 def explicit_attention(
@@ -190,13 +200,14 @@ def explicit_attention(
     dropout_p: float,
     dropout_impl: str = "torch",
     additive: torch.Tensor | None = None,
+    scale: float | None = None,
 ) -> torch.Tensor:
-    """softmax(q kᵀ / √d + mask), dropped out with probability dropout_p, times v: what SDPA computes, written
-    out so that the dropout is ours to choose. The mask is causal, or `additive` (a float mask with -inf where a
-    query may not look: ALiBi's). With int16 masks the 1/(1 - p) is applied to the (B, H, T, head) output
-    instead of the (B, H, T, T) weights: the same product, one pass over the large tensor fewer."""
+    """softmax(q kᵀ · scale + mask) (scale None: 1/√d), dropped out with probability dropout_p, times v: what SDPA
+    computes, written out so that the dropout is ours to choose. The mask is causal, or `additive` (a float mask
+    with -inf where a query may not look: ALiBi's). With int16 masks the 1/(1 - p) is applied to the (B, H, T,
+    head) output instead of the (B, H, T, T) weights: the same product, one pass over the large tensor fewer."""
     T, S = q.shape[-2], k.shape[-2]
-    scores = (q * q.shape[-1] ** -0.5) @ k.transpose(-2, -1)
+    scores = (q * (q.shape[-1] ** -0.5 if scale is None else scale)) @ k.transpose(-2, -1)
     if additive is None:
         future = torch.ones(T, S, dtype=torch.bool, device=q.device).triu_(S - T + 1)
         scores = scores.masked_fill_(future, float("-inf"))
@@ -204,8 +215,8 @@ def explicit_attention(
         scores = scores + additive
     weights = torch.softmax(scores, dim=-1)
     if dropout_impl == "int16" and round(dropout_p * LEVELS) < LEVELS:
-        keep, scale = int16_keep_mask(weights.shape, dropout_p, weights.device)
-        return (torch.where(keep, weights, 0).to(v.dtype) @ v).mul_(scale)
+        keep, keep_scale = int16_keep_mask(weights.shape, dropout_p, weights.device)
+        return (torch.where(keep, weights, 0).to(v.dtype) @ v).mul_(keep_scale)
     return F.dropout(weights, dropout_p, training=True).to(v.dtype) @ v
 
 

@@ -52,7 +52,7 @@ class OptimConfig:
         over ``total_steps``. implementation: AdamW's fused/foreach flags (speed.optimizer,
         tinygpt/model/speed.py); None: torch's."""
         optimizer = torch.optim.AdamW(
-            parameter_groups(model, self.weight_decay, self.decay_on),
+            parameter_groups(model, self.weight_decay, self.decay_on, self.lr),
             lr=self.lr,
             betas=tuple(self.betas),
             **(implementation or {}),
@@ -70,9 +70,24 @@ class OptimConfig:
         return optimizer, schedule
 
 
-def parameter_groups(model: torch.nn.Module, weight_decay: float, decay_on: str = "matrices") -> list[dict]:
-    decay, no_decay = [], []
-    for param in model.parameters():
+def parameter_groups(
+    model: torch.nn.Module, weight_decay: float, decay_on: str = "matrices", lr: float | None = None
+) -> list[dict]:
+    """AdamW's groups: [decayed, not decayed] at the optimizer's learning rate, then, under μP, one group per
+    (decayed or not, learning-rate multiplier) that the model's ``lr_multipliers`` name (tinygpt/model/mup.py),
+    at ``lr`` times its multiplier. Such a group's weight decay is divided by the multiplier, so that AdamW's
+    per-step shrink, lr · weight_decay, is the same for every matrix at every width (decoupled, width-independent
+    decay). A model without multipliers (sp, the LSTM) gets the two groups it always had, in the same order."""
+    multipliers: dict[str, float] = getattr(model, "lr_multipliers", {})
+    groups: dict[tuple[bool, float], list] = {(True, 1.0): [], (False, 1.0): []}
+    for name, param in model.named_parameters():
         if param.requires_grad:
-            (decay if DECAY_GROUPS[decay_on](param) else no_decay).append(param)
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+            decays = DECAY_GROUPS[decay_on](param)
+            groups.setdefault((decays, multipliers.get(name, 1.0)), []).append(param)
+    out = []
+    for (decays, multiplier), params in groups.items():
+        group = {"params": params, "weight_decay": weight_decay / multiplier if decays else 0.0}
+        if multiplier != 1.0:
+            group["lr"] = lr * multiplier
+        out.append(group)
+    return out
