@@ -47,6 +47,7 @@ CASES = [
     ("tinygpt-train", ["+trainer.max_step=5"], "trainer.max_step is not an argument of Lightning's Trainer; did you"),
     ("tinygpt-train", ["model=tny"], "model=tny: no such choice; did you mean model=tiny?"),
     ("tinygpt-train", ["model.dropot=0.1"], "model.dropot: no such setting; did you mean model.dropout?"),
+    ("tinygpt-train", ["sede=3"], "sede: no such setting; did you mean seed? (the top level has: "),  # not ".seed"
     ("tinygpt-train", ["model.n_heads=5"], "n_heads"),
     ("tinygpt-train", ["data=textfile", "data.path=missing.txt"], "missing.txt (data.path=missing.txt) does not"),
     ("tinygpt-train", ["data=textdir", "data.path={folder}/docs"], "latin1.txt: not valid UTF-8 at byte offset 3"),
@@ -135,3 +136,20 @@ def test_a_missing_path_is_not_called_unwritable_and_an_unwritable_one_is():
     assert missing.startswith("/data/book.txt: No such file or directory") and "cannot write" not in missing
     denied = line_for(PermissionError(13, "Permission denied", "/outputs/run"))
     assert denied.startswith("cannot write /outputs/run: Permission denied; choose a folder you can write")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error"),
+    [(["model.n_heads=5"], "ConfigError: GPTConfig.n_heads=5"), (["data=textfile", "data.path=no.txt"], "DataError")],
+)
+def test_hydra_full_error_gives_the_traceback_as_docs_runs_promises(tmp_path, arguments, error):
+    """HYDRA_FULL_ERROR=1 (Hydra's own switch, docs/runs.md): the whole traceback as well as the line, and still
+    nothing written (the settings' and the data's checks alike)."""
+    env = {**os.environ, "HYDRA_FULL_ERROR": "1"}
+    done = subprocess.run(
+        [str(BIN / "tinygpt-train"), *arguments], cwd=tmp_path, capture_output=True, text=True, env=env
+    )
+    assert done.returncode != 0
+    assert "Traceback (most recent call last)" in done.stderr and error in done.stderr
+    assert len(done.stderr.strip().splitlines()) > 5
+    assert list(tmp_path.iterdir()) == []

@@ -332,3 +332,13 @@ def test_every_large_dev_split_says_how_to_make_it_smaller(tmp_path, monkeypatch
     assert note.startswith("note: dev holds") and advice in note, note
     assert note.endswith("+trainer.limit_val_batches=N")
     assert isinstance(dm.val_dataloader().sampler, SequentialSampler)  # the first N batches are the same each check
+
+
+def test_the_large_dev_note_is_at_the_documented_500000_tokens(tmp_path):
+    """docs/data.md names the figure; the tests above move the threshold, so this one holds it to the page."""
+    from conftest import REPO
+
+    import tinygpt.data.datamodule as datamodule
+
+    assert datamodule.LARGE_DEV_TOKENS == 500_000
+    assert "When a dev split is more than 500,000 tokens the run says so" in (REPO / "docs" / "data.md").read_text()

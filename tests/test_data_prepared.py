@@ -414,3 +414,55 @@ def test_the_prepared_splits_of_the_named_corpora_are_their_texts_encoded_whole(
     for field in ("ids", "token_bytes", "token_chars", "token_doc"):
         assert torch.equal(getattr(dm.dev_split, field).long(), getattr(whole_dev, field)), field
     assert dm.dev_split.documents == whole_dev.documents
+
+
+def test_a_same_size_edit_is_prepared_again_and_trains_on_the_new_text(corpus, prepared_dir):
+    """A file's identity is its path, size and modification time: an edit that keeps the size (a word replaced by
+    another of its length) is a new corpus, not the stale folder."""
+    first = module(corpus)
+    for doc in sorted(corpus.iterdir()):
+        stat = doc.stat()
+        doc.write_text(doc.read_text().replace("quick", "QUICK"))
+        os.utime(doc, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+        assert doc.stat().st_size == stat.st_size
+    again = module(corpus)
+    assert again.prepared.written and again.prepared.folder != first.prepared.folder
+    assert "QUICK" in again.tokenizer.decode(again.train_split.ids[:2000].tolist())
+
+
+@pytest.mark.parametrize(
+    ("values", "dtype"),
+    [
+        ([5, 255], "|u1"),
+        ([5, 256], "<i2"),  # one past uint8's largest
+        ([-1, 5], "<i2"),  # uint8 holds no negative value
+        ([5, 32_767], "<i2"),
+        ([5, 32_768], "<i4"),  # one past int16's largest
+        ([-32_768, 5], "<i2"),
+        ([-32_769, 5], "<i4"),
+    ],
+)
+def test_dev_arrays_never_wrap_at_a_dtypes_edge(tmp_path, values, dtype):
+    chunk = _chunk(values, [1, 1], [0, 0], ("a",))
+    entry = prepared_module._write_arrays(tmp_path, [chunk])
+    assert entry["dtypes"]["ids"] == dtype
+    assert prepared_module._mapped_arrays(tmp_path, entry).ids.tolist() == values
+    assert prepared_module._fits(np.asarray(values), np.dtype(dtype))
+
+
+@pytest.mark.parametrize("name", ["train.ids", "dev.ids", "dev.bytes", "dev.chars", "dev.doc"])
+@pytest.mark.parametrize("change", ["longer", "shorter"])
+def test_a_prepared_file_that_disagrees_with_its_manifest_is_refused_longer_or_shorter(
+    corpus, prepared_dir, name, change
+):
+    folder = module(corpus).prepared.folder
+    path = folder / name
+    size = path.stat().st_size
+    if change == "longer":
+        with open(path, "ab") as file:
+            file.write(b"\x00" * 4)
+    else:
+        with open(path, "r+b") as file:
+            file.truncate(size - 1)
+    with pytest.raises(DataError, match=rf"^prepared file {path} holds [\d,]+ bytes, its manifest says"):
+        read_prepared(folder)

@@ -226,12 +226,14 @@ def test_a_store_whose_file_changed_is_refused_in_one_line_naming_it(tmp_path, p
         record_store(path, settings)
 
 
-def write_shard(path: Path, tokens: list[int], *, magic: int = 20240520, count: int | None = None) -> Path:
+def write_shard(
+    path: Path, tokens: list[int], *, magic: int = 20240520, count: int | None = None, version: int = 1
+) -> Path:
     """An llm.c token shard: 256 int32 (magic, version 1, the count), then the tokens as uint16."""
     import numpy as np
 
     header = np.zeros(256, dtype="<i4")
-    header[:3] = magic, 1, len(tokens) if count is None else count
+    header[:3] = magic, version, len(tokens) if count is None else count
     path.write_bytes(header.tobytes() + np.asarray(tokens, dtype="<u2").tobytes())
     return path
 
@@ -357,6 +359,9 @@ def test_a_shards_corpus_refuses_another_tokenizer_and_a_changed_store_in_one_li
     [
         ("magic", r"tiny\.bin: not an llm\.c token shard \(magic 20240521, expected 20240520\)$"),
         ("truncated", r"tiny\.bin: its header says 11 tokens \(1,046 bytes\), the file holds 1,044 bytes"),
+        # longer than its header says: the extra ids would be dropped without a word
+        ("longer", r"tiny\.bin: its header says 10 tokens \(1,044 bytes\), the file holds 1,046 bytes"),
+        ("version", r"tiny\.bin: llm\.c shard version 2, this tinygpt reads version 1$"),
         ("vocabulary", r"tiny\.bin: holds token id 50257, above GPT-2's vocabulary"),
     ],
 )
@@ -366,9 +371,51 @@ def test_a_bad_shard_is_refused_in_one_line_naming_it(tmp_path, prepared, gpt2, 
         shard = write_shard(tmp_path / "tiny.bin", tokens, magic=20240521)
     elif kind == "truncated":
         shard = write_shard(tmp_path / "tiny.bin", tokens[:-1], count=len(tokens))
+    elif kind == "longer":
+        shard = write_shard(tmp_path / "tiny.bin", tokens, count=len(tokens) - 1)
+    elif kind == "version":
+        shard = write_shard(tmp_path / "tiny.bin", tokens, version=2)
     else:
         shard = write_shard(tmp_path / "tiny.bin", [*tokens, 50257])
     from tinygpt.data.shards import token_store
 
     with pytest.raises(DataError, match=message):
         token_store(shard, shards_config(shard), gpt2)
+
+
+def test_a_record_ending_in_a_newline_gets_no_second_one(tmp_path, prepared):
+    """Each record is its text and one newline: a text that already ends in one is not given a blank line after it
+    (whose byte bits per byte would divide by)."""
+    records = [{"id": f"r{i}", "text": f"record {i}" + ("\n" if i % 2 else "")} for i in range(200)]
+    path = write_jsonl(tmp_path / "r.jsonl", records)
+    store = record_store(path, config(path=str(path)))
+    written = b"".join((store / f"{split}.txt").read_bytes() for split in ("train", "dev", "test"))
+    assert len(written) == sum(len(r["text"].rstrip("\n")) + 1 for r in records)
+    assert b"\n\n" not in written
+
+
+def test_blank_lines_in_a_jsonl_file_are_skipped(tmp_path, prepared):
+    records = stories(120)
+    plain = write_jsonl(tmp_path / "plain.jsonl", records)
+    spaced = tmp_path / "spaced.jsonl"
+    spaced.write_text("\n" + "".join(json.dumps(r) + "\n\n  \n" for r in records))
+    assert split_texts(record_store(spaced, config(path=str(spaced)))) == split_texts(
+        record_store(plain, config(path=str(plain)))
+    )
+
+
+def test_end_of_text_stands_for_no_bytes_and_no_characters(tmp_path, prepared, gpt2):
+    """In a shards corpus every document starts with <|endoftext|>; it is scored, but it is no text: bits per byte
+    and per character divide by the documents' own bytes and characters."""
+    from tinygpt.data.shards import GPT2_EOT, encoded_blocks, token_store, token_tables
+
+    token_bytes, token_chars = token_tables(gpt2)
+    assert token_bytes[GPT2_EOT] == 0 and token_chars[GPT2_EOT] == 0
+    assert token_chars[gpt2.encode(" é")[0]] == len(gpt2.decode([gpt2.encode(" é")[0]]))
+    paths, _ = shard_corpus(tmp_path / "shards", gpt2, n=60)
+    store = token_store(tmp_path / "shards", shards_config(tmp_path / "shards"), gpt2)
+    dev_ids = expected_split_ids(paths)["dev"]
+    text = gpt2.decode([t for t in dev_ids if t != GPT2_EOT])
+    blocks = list(encoded_blocks(store / "dev.ids", gpt2))
+    assert sum(int(b.token_chars.sum()) for b in blocks) == len(text)
+    assert sum(int(b.token_bytes.sum()) for b in blocks) == len(text.encode("utf-8"))

@@ -192,3 +192,18 @@ def test_split_by_is_refused_where_it_has_no_meaning():
         DataConfig(name="textfile", corpus="file", path="a.txt", split_by="hash")
     with pytest.raises(DataError, match=r"^data=jsonl splits its records by a hash of their ids: data\.split_by"):
         DataConfig(name="jsonl", corpus="records", path="a.jsonl", split_by="choice")
+
+
+def test_holding_out_every_document_under_the_hash_split_is_refused_early_with_the_setting_to_lower(tmp_path):
+    """A test_fraction whose hash takes every document of a small folder: refused while the splits are planned,
+    naming data.test_fraction, not later as a train split with nothing in it."""
+    from tinygpt.data.records import split_of
+
+    folder = _folder(tmp_path, 3)
+    names = sorted(p.name for p in folder.iterdir())
+    assert all(split_of(n, 0, 0.99, 0.0) == "test" for n in names)  # the hash puts all three in test
+    data = DataConfig(name="textdir", corpus="dir", path=str(folder), glob="*.txt", split_by="hash", test_fraction=0.99)
+    with pytest.raises(
+        DataError, match=r"^data\.split_by=hash holds out all 3 documents of .*docs; lower data\.test_fraction$"
+    ):
+        plan_splits(open_corpus(data, resolve_data_root(None)), data)

@@ -226,3 +226,13 @@ def test_fit_bytes_is_refused_where_it_would_be_ignored_or_is_negative(tokenizer
 
     with pytest.raises(DataError, match=message):
         TokenizerConfig(**tokenizer)
+
+
+def test_bpe_fits_a_sample_only_past_the_documented_256_mib():
+    """fit_bytes's default is docs/data.md's 256 MiB: every committed BPE result was fitted on its whole train split."""
+    from conftest import REPO
+
+    from tinygpt.data.tokenizers import TokenizerConfig
+
+    assert TokenizerConfig(name="bpe").fit_bytes == 256 * 2**20
+    assert "(256 MiB by" in (REPO / "docs" / "data.md").read_text()

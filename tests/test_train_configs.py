@@ -98,3 +98,12 @@ def test_blog_final_registers_003s_score_before_training():
 def test_smoke_is_tiny():
     cfg = compose_train(["experiment=smoke"])
     assert cfg.trainer.max_steps == 8 and cfg.model.d_model == 32
+
+
+def test_last_checkpoint_is_written_every_checkpoint_every_n_steps_not_every_validation():
+    """last.ckpt, the state a crash resumes from, every checkpoint.every_n_steps (conf/callbacks/default.yaml):
+    with validation every 8 steps and checkpoints every 3, a crash loses at most 2 steps, not 7."""
+    from hydra.utils import instantiate
+
+    cfg = compose_train(["checkpoint.every_n_steps=3", "trainer.val_check_interval=8"])
+    assert instantiate(cfg.callbacks.last_checkpoint).every_n_steps == 3

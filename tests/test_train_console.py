@@ -154,3 +154,21 @@ def test_bench_generate_tables_cached_and_uncached_generation(tmp_path):
     rows = [line for line in page.splitlines() if line.startswith(("| 2 |", "| 3 |"))]
     assert len(rows) == 2 and all(row.endswith("| yes |") for row in rows)
     assert "28,484,352 parameters" in page
+
+
+def test_dev_scoring_progress_shows_the_share_done_and_the_time_left(monkeypatch):
+    """The dev-scoring line of progress.style=lines: batches done of the total, the share, and the time left."""
+    from types import SimpleNamespace
+
+    from tinygpt.common import progress as progress_module
+    from tinygpt.train.console import LineProgress
+
+    said = []
+    monkeypatch.setattr(progress_module, "say", said.append)
+    clock = iter([0.0, 0.0, 12.0, 24.0]).__next__
+    monkeypatch.setattr(progress_module.time, "monotonic", clock)
+    callback = LineProgress(every_n_steps=10)
+    trainer = SimpleNamespace(num_val_batches=[30, 10], global_step=250, max_steps=4000, sanity_checking=False)
+    callback.on_validation_start(trainer, None)
+    callback._validation.update(10)
+    assert said == ["step 250/4000  scoring dev: 10/40 batches (25%), 12 s, about 36 s left"]

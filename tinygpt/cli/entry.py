@@ -33,7 +33,7 @@ from pathlib import Path
 from hydra.errors import ConfigCompositionException, HydraException, MissingConfigException, OverrideParseException
 
 from tinygpt.common.errors import ConfigError
-from tinygpt.common.say import fail
+from tinygpt.common.say import FULL_ERRORS_ENV, fail, full_errors
 from tinygpt.launch.placement import in_multirun
 from tinygpt.train.checkpoints import CheckpointError
 from tinygpt.train.runlock import RunFolderBusy
@@ -54,7 +54,7 @@ def one_line(verb: str = "error") -> Iterator[None]:
     try:
         yield
     except Exception as err:  # noqa: BLE001 - what is not known is re-raised below, traceback intact
-        message = line_for(err)
+        message = None if full_errors() else line_for(err)
         if message is None:
             raise
         raise fail(message, "refused" if isinstance(err, AlreadyScored) else verb) from None
@@ -203,6 +203,8 @@ def entry(
             sys.argv[1:] = pass_paths(sys.argv[1:], path_keys, bare)
             full_errors = os.environ.get("HYDRA_FULL_ERROR") == "1"
             os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra hands its errors on instead of printing them
+            if full_errors:  # what the user asked for, for the checks inside (preflights, @task) to honour too
+                os.environ[FULL_ERRORS_ENV] = "1"
             try:
                 return main(*args, **kwargs)
             except Exception as err:  # noqa: BLE001 - what is not known is re-raised below, traceback intact
@@ -211,6 +213,7 @@ def entry(
                     raise
                 raise fail(message, "refused" if isinstance(err, AlreadyScored) else "error") from None
             finally:
+                os.environ.pop(FULL_ERRORS_ENV, None)
                 if not full_errors:
                     os.environ.pop("HYDRA_FULL_ERROR", None)
 

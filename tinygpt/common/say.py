@@ -11,6 +11,7 @@ lines are printed only.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,6 +26,17 @@ def say(message: str = "", *, prefix: bool = True, error: bool = False) -> None:
     """Print ``[tinygpt] message`` (stderr for an error) and log ``message`` for the job's log file."""
     print((PREFIX if prefix else "") + message, file=sys.stderr if error else sys.stdout, flush=True)
     LOGGER.log(logging.ERROR if error else logging.INFO, message)
+
+
+# set by every program's entry (tinygpt/cli/entry.py) while it runs, when the user asked for Hydra's full errors
+# (HYDRA_FULL_ERROR=1, which the entry itself always sets so that Hydra hands its errors on)
+FULL_ERRORS_ENV = "TINYGPT_FULL_ERRORS"
+
+
+def full_errors() -> bool:
+    """Whether the user asked for every error's traceback (HYDRA_FULL_ERROR=1): then a known error is raised as it
+    is, not turned into one line."""
+    return os.environ.get(FULL_ERRORS_ENV) == "1"
 
 
 class OneLine(SystemExit):

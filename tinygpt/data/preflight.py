@@ -12,12 +12,13 @@ in, the URL tried and how to point at a local copy: nothing is written. A sweep 
 
 from __future__ import annotations
 
+import traceback
 from typing import Any
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from tinygpt.common.say import fail
+from tinygpt.common.say import fail, full_errors
 from tinygpt.common.typed import typed
 from tinygpt.data.config import DataConfig
 from tinygpt.data.corpus import open_corpus
@@ -38,6 +39,8 @@ class DataPreflight(Callback):
         try:
             check_data(config.data)
         except DataError as err:
+            if full_errors():  # HYDRA_FULL_ERROR=1: the traceback too (docs/runs.md); Hydra would swallow a raise
+                traceback.print_exc()  # from a callback as a warning and go on to make the job's folder
             raise fail(str(err)) from None
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:

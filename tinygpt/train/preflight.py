@@ -17,6 +17,7 @@ sweep's report of that job.
 from __future__ import annotations
 
 import copy
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, open_dict
 
 from tinygpt.common.imports import import_modules
-from tinygpt.common.say import fail
+from tinygpt.common.say import fail, full_errors
 from tinygpt.data.errors import DataError
 from tinygpt.train.callbacks import build_callbacks
 from tinygpt.train.schema import ConfigError, RunConfig, parse_run_config
@@ -83,4 +84,6 @@ class ConfigPreflight(Callback):
             build_callbacks(run, Path.cwd())
             _checked.append(run)
         except (ConfigError, DataError) as err:
+            if full_errors():  # HYDRA_FULL_ERROR=1: the traceback too (docs/runs.md); Hydra would swallow a raise
+                traceback.print_exc()  # from a callback as a warning and go on to make the job's folder
             raise fail(str(err)) from None
