@@ -664,7 +664,7 @@ def test_003s_full_budget_claims_quote_its_runs():
         ("post_norm", 0.153),
         ("learned_position", 0.418),
         ("no_position", 1.203),
-        ("no_residual", 2.905),
+        ("no_residual", 2.906),  # (+2.914 + 2.897) / 2 = 2.9055, as the 1,000-step table above shows it
     ):
         mean = (gap_4000(at, v, 0, 1000) + gap_4000(at, v, 1, 1000)) / 2
         signed = lambda x: f"{x:+.3f}".replace("-", "−")  # noqa: E731
@@ -858,4 +858,5 @@ def test_003s_full_budget_score_beside_this_pages_recipes():
         f"characters at 4,000 steps score {chars:.3f} on these documents, where BPE at dropout 0.1 scored {bpe:.3f}"
         in full_budget_text()
     )
-    assert f"and the searched recipe {searched:.3f}:" in full_budget_text() and bpe < chars and searched < chars
+    assert f"and the searched recipe {searched:.3f}. BPE never ran to 4,000 steps" in full_budget_text()
+    assert bpe < chars and searched < chars  # characters at 4,000 steps lose to BPE at 1,000
