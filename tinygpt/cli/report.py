@@ -27,6 +27,7 @@ from tinygpt.report.beside_baselines import sweep_data
 from tinygpt.report.jobs import load_sweep
 from tinygpt.report.report import DEFAULT_METRIC, STYLES, write_report
 from tinygpt.report.tables import METRICS
+from tinygpt.report.transfer import write_transfer
 
 
 def experiment_defaults(overrides: Sequence[str]) -> dict:
@@ -42,10 +43,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("sweep_dir", type=Path, help="the sweep's folder, e.g. outputs/sweeps/since_gpt2")
     parser.add_argument(
         "--style",
-        choices=STYLES,
+        choices=(*STYLES, "mutransfer"),
         default="auto",
         help="seeds: 000's table; steps: 003's; auto: steps when every run was scored at the "
-        "same few (<= 6) steps, else seeds",
+        "same few (<= 6) steps, else seeds; mutransfer: steps' table, and a sweep over model.d_model x lr x "
+        "model.parametrization read as μTransfer (transfer.md, .json, .png: the best learning rate per width)",
     )
     parser.add_argument(
         "--metric",
@@ -105,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
             raise fail(str(refused), "refused") from None
     report = write_report(
         args.sweep_dir,
-        style=args.style,
+        style="steps" if args.style == "mutransfer" else args.style,
         metric=args.metric,
         out_dir=args.out,
         held_out=args.held_out,
@@ -117,6 +119,9 @@ def main(argv: list[str] | None = None) -> int:
         baselines=baselines,
     )
     written = [report.markdown, report.figure, report.table, report.comparison]
+    if args.style == "mutransfer":
+        written += write_transfer(report.table, report.table.parent)
+        print(report.table.with_name("transfer.md").read_text())
     if study_path(args.sweep_dir).exists():  # a search's folder: its study first, under the report's title
         from tinygpt.report.study import write_study_section  # Optuna, for a search's folder alone
 
