@@ -22,6 +22,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from tinygpt.cli import CONF
+from tinygpt.cli.config import compose_run_config
 from tinygpt.cli.entry import pass_paths
 from tinygpt.cli.register import build_parser as register_parser
 from tinygpt.cli.register import parse_settings
@@ -83,6 +84,12 @@ def test_each_program_accepts_its_arguments(command):
         return
     if program == "tinygpt-register":
         parse_settings(register_parser().parse_args(arguments).settings)
+        return
+    if program == "tinygpt-coordcheck":  # its own keys, then training overrides, composed as tinygpt-train's
+        from tinygpt.cli.coordcheck import parse
+
+        own, overrides = parse(arguments)
+        compose_run_config([*overrides, f"model.d_model={own['widths'][-1]}"])
         return
     search_path, config_name = PROGRAMS[program]
     main = importlib.import_module(f"tinygpt.cli.{program.removeprefix('tinygpt-').replace('-', '_')}").main

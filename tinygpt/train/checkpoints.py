@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import MISSING, asdict, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -80,16 +80,21 @@ def check_resumable(checkpoint: dict, path, model, optim, max_steps: int, tokeni
     schedule would be reshaped mid-run: the learning rate jumps at the seam). Called before anything in the
     run folder is written. model, optim: the run's typed configs (GPTConfig or LSTMConfig, OptimConfig) or dicts of
     their fields, compared field by field with the checkpoint's plain dicts of them."""
+    from tinygpt.model import config_from
+
+    # a field a checkpoint predates (model.parametrization, added later) holds its default there
+    model_defaults = {f.name: f.default for f in fields(config_from(model)) if f.default is not MISSING}
     model, optim = (value if isinstance(value, dict) else asdict(value) for value in (model, optim))
     hparams = checkpoint.get("hyper_parameters")
     if not isinstance(hparams, dict) or not isinstance(hparams.get("model"), dict):
         raise CheckpointError(f"checkpoint {path} is not a tinygpt training checkpoint (no hyper_parameters.model)")
 
-    def differences(prefix: str, theirs: dict, ours: dict) -> str:
+    def differences(prefix: str, theirs: dict, ours: dict, defaults: dict | None = None) -> str:
+        theirs = {**(defaults or {}), **theirs}
         keys = [k for k in sorted(set(theirs) | set(ours)) if theirs.get(k) != ours.get(k)]
         return ", ".join(f"{prefix}.{k}={theirs.get(k)!r} there, {ours.get(k)!r} here" for k in keys)
 
-    changed = differences("model", hparams["model"], model)
+    changed = differences("model", hparams["model"], model, model_defaults)
     if changed:
         raise CheckpointError(
             f"checkpoint {path} holds another model ({changed}); resume it with its own "

@@ -25,7 +25,7 @@ from tinygpt.common.say import say
 from tinygpt.data import build_datamodule
 from tinygpt.launch.placement import apply_placement, in_multirun
 from tinygpt.launch.search_config import TRIAL_KEY, in_search
-from tinygpt.train import device_settings
+from tinygpt.train import budget, device_settings
 from tinygpt.train.callbacks import build_callbacks
 from tinygpt.train.checkpoints import AtomicCheckpointIO, resume_point
 from tinygpt.train.console import silence_third_party_tips
@@ -87,6 +87,14 @@ def train(cfg: DictConfig, run_dir: str | Path, run: RunConfig | None = None) ->
         datamodule = build_datamodule(run.data, run.model.context_length, run.seed)
         for line in device.lines + datamodule.summary_lines():
             say(line)
+        # budget.flops: trainer.max_steps from the model's FLOPs per token, known now the vocabulary is
+        run, spent = budget.spend(run, datamodule.tokenizer.vocab_size)
+        if spent is not None:
+            written["trainer"] = dict(run.trainer)
+            say(
+                f"budget: {spent['flops']:.3g} FLOPs buy {spent['steps']:,} steps of {spent['tokens_per_step']:,} "
+                f"tokens at {spent['flops_per_token']:,} FLOPs per token (trainer.max_steps={spent['steps']})"
+            )
         module = build_module(run, datamodule.tokenizer, device.speed)
         # the checkpoint it continues from, checked to fit the module, before anything in the folder changes
         ckpt_path, resume_step = resume_point(run_dir, run, module)
@@ -100,6 +108,7 @@ def train(cfg: DictConfig, run_dir: str | Path, run: RunConfig | None = None) ->
                 "parameters": n_params,
                 "data": datamodule.describe(),
                 "run_dir": str(run_dir),
+                **({"budget": spent} if spent else {}),
                 **({"score_once": registration} if registration else {}),
             },
             session={"device_choice": device.why, "speed": device.record()},

@@ -26,6 +26,7 @@ from tinygpt.data.config import DataConfig
 from tinygpt.data.errors import DataError
 from tinygpt.model.families import config_from
 from tinygpt.model.speed import SpeedConfig
+from tinygpt.train.budget import BudgetConfig
 from tinygpt.train.optim import OptimConfig
 
 __all__ = ["ConfigError", "RunConfig", "register_run_schemas", "parse_run_config", "require"]
@@ -162,6 +163,7 @@ class RunConfig:
     score_once: ScoreOnceSchema = field(default_factory=ScoreOnceSchema)
     speed: SpeedConfig = field(default_factory=SpeedConfig)
     sweep: SweepConfig = field(default_factory=SweepConfig)
+    budget: BudgetConfig = field(default_factory=BudgetConfig)  # budget.flops: the steps a compute budget buys
     model: Any = None  # GPTConfig | LSTMConfig
     data: Any = None  # DataConfig
     optim: Any = None  # OptimConfig
