@@ -42,3 +42,28 @@ def test_a_budget_smaller_than_one_step_is_refused_in_one_line(tiny_cfg, tmp_pat
 def test_a_budget_that_is_not_a_positive_number_is_refused(flops):
     with pytest.raises(ValueError, match=r"^budget\.flops="):
         BudgetConfig(flops=flops)
+
+
+LADDER = ("w64", "w96", "w128", "w192", "w256", "w384", "w512")
+
+
+def test_the_size_ladder_spans_more_than_a_decade_and_a_half_of_non_embedding_parameters():
+    """conf/size/: depth 4 and 4 heads at every size, widths 64-512; each count is tinygpt-params' and the table's
+    in docs/scaling.md."""
+    from conftest import REPO, compose_train
+
+    from tinygpt.model import build_on_meta, parameter_breakdown
+    from tinygpt.train.schema import parse_run_config
+    from tinygpt.train.preflight import without_hydra
+
+    assert sorted(p.stem for p in (REPO / "conf" / "size").glob("*.yaml")) == sorted(LADDER)
+    page = (REPO / "docs" / "scaling.md").read_text()
+    counts = []
+    for size in LADDER:
+        model = parse_run_config(without_hydra(compose_train([f"size={size}", "model.vocab_size=2048"]))).model
+        assert (model.n_layers, model.n_heads, model.d_model) == (4, 4, int(size[1:]))
+        parts = parameter_breakdown(build_on_meta(model))
+        non_embedding = parts["total"] - parts["embedding"] - parts["position"] - parts["output head"]
+        assert f"| `{size}` | {model.d_model} | {non_embedding:,} | {parts['total']:,} |" in page
+        counts.append(non_embedding)
+    assert counts == sorted(counts) and math.log10(counts[-1] / counts[0]) >= 1.5

@@ -26,6 +26,7 @@ from tinygpt.launch.search_config import study_path
 from tinygpt.report.beside_baselines import sweep_data
 from tinygpt.report.jobs import load_sweep
 from tinygpt.report.report import DEFAULT_METRIC, STYLES, write_report
+from tinygpt.report.scaling import write_scaling
 from tinygpt.report.tables import METRICS
 from tinygpt.report.transfer import write_transfer
 
@@ -43,11 +44,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("sweep_dir", type=Path, help="the sweep's folder, e.g. outputs/sweeps/since_gpt2")
     parser.add_argument(
         "--style",
-        choices=(*STYLES, "mutransfer"),
+        choices=(*STYLES, "mutransfer", "scaling"),
         default="auto",
         help="seeds: 000's table; steps: 003's; auto: steps when every run was scored at the "
         "same few (<= 6) steps, else seeds; mutransfer: steps' table, and a sweep over model.d_model x lr x "
-        "model.parametrization read as μTransfer (transfer.md, .json, .png: the best learning rate per width)",
+        "model.parametrization read as μTransfer (transfer.md, .json, .png: the best learning rate per width); "
+        "scaling: seeds' table, and an isoFLOP sweep (budget.flops x size) fitted (scaling.md, .json, .png: "
+        "docs/scaling.md)",
     )
     parser.add_argument(
         "--metric",
@@ -107,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
             raise fail(str(refused), "refused") from None
     report = write_report(
         args.sweep_dir,
-        style="steps" if args.style == "mutransfer" else args.style,
+        style={"mutransfer": "steps", "scaling": "seeds"}.get(args.style, args.style),
         metric=args.metric,
         out_dir=args.out,
         held_out=args.held_out,
@@ -122,6 +125,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.style == "mutransfer":
         written += write_transfer(report.table, report.table.parent)
         print(report.table.with_name("transfer.md").read_text())
+    if args.style == "scaling":
+        written += write_scaling([job.record for job in report.jobs if job.record], report.table.parent)
+        print(report.table.with_name("scaling.md").read_text())
     if study_path(args.sweep_dir).exists():  # a search's folder: its study first, under the report's title
         from tinygpt.report.study import write_study_section  # Optuna, for a search's folder alone
 
