@@ -53,8 +53,8 @@ def test_the_size_ladder_spans_more_than_a_decade_and_a_half_of_non_embedding_pa
     from conftest import REPO, compose_train
 
     from tinygpt.model import build_on_meta, parameter_breakdown
-    from tinygpt.train.schema import parse_run_config
     from tinygpt.train.preflight import without_hydra
+    from tinygpt.train.schema import parse_run_config
 
     assert sorted(p.stem for p in (REPO / "conf" / "size").glob("*.yaml")) == sorted(LADDER)
     page = (REPO / "docs" / "scaling.md").read_text()
