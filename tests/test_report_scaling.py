@@ -3,6 +3,7 @@ parameters, Approach 2's minima and exponents land where the law puts them, the 
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -75,3 +76,26 @@ def test_noisy_points_give_intervals_that_hold_the_truth(monkeypatch):
     lo, hi = fit["intervals"]["E"]
     assert lo < hi and lo - 0.05 < TRUE["E"] < hi + 0.05
     assert fit["optimum"]["1e+14"]["tokens_per_parameter"] > 0
+
+
+def test_write_scaling_reads_run_records_and_writes_json_page_and_figure(tmp_path, monkeypatch):
+    monkeypatch.setattr(scaling, "GRID", {"a": [3.0, 8.0], "b": [5.0, 10.0], "e": [0.0], "alpha": [0.5], "beta": [0.5]})
+    monkeypatch.setattr(scaling, "BOOTSTRAP", 10)
+    records = [
+        {
+            "status": "finished",
+            "budget": {"flops": p.flops, "parameters": p.parameters, "tokens": p.tokens},
+            "final": {"dev_loss": p.loss},
+        }
+        for p in isoflop_points()
+    ]
+    records.append({"status": "failed", "budget": {"flops": 1e13, "parameters": 5, "tokens": 5}, "final": {}})
+    records.append({"status": "finished", "final": {"dev_loss": 3.0}})  # a run without a budget: not a point
+    paths = scaling.write_scaling(records, tmp_path)
+    result = json.loads(paths[0].read_text())
+    assert result["runs"] == len(BUDGETS) * 7 and result["budgets"] == list(BUDGETS)
+    assert result["approach3"]["alpha"] == pytest.approx(TRUE["alpha"], rel=1e-3)
+    assert result["held_out"]["held_out_budget"] == 3e14
+    page = paths[1].read_text()
+    assert "## Approach 3: L(N, D) = E + A/N^α + B/D^β" in page and "## Held out: the largest budget" in page
+    assert paths[2].stat().st_size > 10_000
