@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from conftest import TINY_RUN, compose_train
 
 from tinygpt.train.run import train
@@ -35,6 +36,9 @@ def inputs(tmp_path_factory, trained) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("inputs")
     shutil.copy(trained / "checkpoints" / "last.ckpt", folder / "loose.ckpt")
     (folder / "corrupt.ckpt").write_bytes(b"PK\x03\x04 not a checkpoint")
+    torch.save({"layer": torch.nn.Linear(2, 2)}, folder / "objects.ckpt")  # a pickle of objects, not weights
+    (folder / "notes.txt").write_text("not a checkpoint")
+    (folder / "model=tiny,seed=0").mkdir()  # a run folder, for a mistyped name beside it
     (folder / "docs").mkdir()
     (folder / "docs" / "latin1.txt").write_bytes("caf\xe9 au lait, ".encode("latin-1") * 100)
     (folder / "a_file").write_text("x")
@@ -63,8 +67,18 @@ CASES = [
         "no checkpoints under outputs/runs/x/model=tiny",
     ),
     ("tinygpt-evaluate", ["{run}", "split=train"], "split"),
+    # a mistyped run folder is a path, not an override Hydra cannot parse
+    (
+        "tinygpt-evaluate",
+        ["{folder}/model=tiny,seed=9"],
+        "model=tiny,seed=9: no such folder or file; the closest is {folder}/model=tiny,seed=0",
+    ),
+    ("tinygpt-export", ["{ckpt}", "out=/proc/x"], "out=/proc/x: cannot write a folder there"),  # not our temp path
     ("tinygpt-generate", ["ckpt=missing.ckpt"], "checkpoint not found: missing.ckpt"),
     ("tinygpt-generate", ["{folder}/corrupt.ckpt"], "corrupt.ckpt is unreadable (truncated or corrupt?)"),
+    # torch's own message would advise weights_only=False, which runs the file's code
+    ("tinygpt-generate", ["{folder}/objects.ckpt"], "objects.ckpt is not a tinygpt checkpoint: torch's weights-only"),
+    ("tinygpt-generate", ["ckpt={folder}/notes.txt"], "notes.txt is not a tinygpt checkpoint (not a file torch.save"),
     ("tinygpt-generate", ["{ckpt}", "max_new_tokens=500"], "more than the model's context_length=32"),
     ("tinygpt-generate", ["{ckpt}", "temperature=0"], "temperature=0"),
     ("tinygpt-analyze", ["run_dir=nowhere"], "nowhere"),

@@ -32,7 +32,8 @@ from pathlib import Path
 
 from hydra.errors import ConfigCompositionException, HydraException, MissingConfigException, OverrideParseException
 
-from tinygpt.common.errors import ConfigError
+from tinygpt.cli import CONF
+from tinygpt.common.errors import ConfigError, PathError
 from tinygpt.common.say import FULL_ERRORS_ENV, fail, full_errors
 from tinygpt.launch.placement import in_multirun
 from tinygpt.train.checkpoints import CheckpointError
@@ -157,6 +158,8 @@ def pass_paths(argv: Sequence[str], path_keys: Sequence[str], bare: Callable[[Pa
         if equals and key in path_keys and value and value[0] not in "'\"" and HYDRA_SYNTAX.search(value):
             out.append(f"{key}={quote(value)}")
         elif bare is not None and is_bare_path(arg) and (named := bare(Path(arg))) is not None:
+            if "=" in arg and not os.path.exists(arg):  # a mistyped run folder: Hydra would call it an override
+                raise PathError(f"{arg}: no such folder or file{_closest(Path(arg))}")
             out.append(f"{named}={quote(arg)}")
         else:
             out.append(arg)
@@ -164,8 +167,20 @@ def pass_paths(argv: Sequence[str], path_keys: Sequence[str], bare: Callable[[Pa
 
 
 def is_bare_path(arg: str) -> bool:
-    """A path given alone: one that exists, or an argument no override could be (no ``=``, not ``+``/``~``)."""
-    return os.path.exists(arg) or ("=" not in arg and not arg.startswith(("+", "~")))
+    """A path given alone: one that exists, an argument no override could be (no ``=``, not ``+``/``~``), or one
+    in an existing folder whose part before the ``=`` is no config group (``outputs/runs/x/model=tiny,seed=9``,
+    mistyped, where ``model/position=rope`` is an override)."""
+    if os.path.exists(arg) or ("=" not in arg and not arg.startswith(("+", "~"))):
+        return True
+    key = arg.partition("=")[0]
+    return "/" in key and not (Path(CONF) / key).is_dir() and Path(arg).parent.is_dir()
+
+
+def _closest(path: Path) -> str:
+    """'; the closest is <sibling>' for the nearest name in the path's folder, or ''."""
+    names = [p.name for p in path.parent.iterdir()] if path.parent.is_dir() else []
+    close = difflib.get_close_matches(path.name, names, n=1)
+    return f"; the closest is {path.parent / close[0]}" if close else ""
 
 
 def quote(value: str) -> str:
@@ -200,7 +215,10 @@ def entry(
     def wrap(main: Callable) -> Callable:
         @functools.wraps(main)
         def run(*args, **kwargs):
-            sys.argv[1:] = pass_paths(sys.argv[1:], path_keys, bare)
+            try:
+                sys.argv[1:] = pass_paths(sys.argv[1:], path_keys, bare)
+            except PathError as missing:
+                raise fail(str(missing)) from None
             full_errors = os.environ.get("HYDRA_FULL_ERROR") == "1"
             os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra hands its errors on instead of printing them
             if full_errors:  # what the user asked for, for the checks inside (preflights, @task) to honour too

@@ -96,9 +96,13 @@ def export_checkpoint(ckpt: str | Path, out: str | Path, family: str = "auto", o
         read_record(run_dir),
         run_dir,
     )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = out.with_name(f".{out.name}.export-tmp")
-    shutil.rmtree(staging, ignore_errors=True)
+    staging = out.with_name(f".{out.name}.export-tmp")  # written whole, then renamed to out
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
+    except OSError as err:  # named as the user gave it: the staging folder beside it is ours, not theirs
+        raise ExportError(f"out={out}: cannot write a folder there ({err.strerror or err})") from None
     try:
         hf_model.save_pretrained(staging)
         save_tokenizer(tokenizer, model.config.context_length, staging)

@@ -43,6 +43,16 @@ def read_checkpoint(path: str | Path) -> dict:
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises several types for truncated/corrupt zip archives
+        with open(path, "rb") as file:
+            head = file.read(4)
+        if not head.startswith((b"PK\x03\x04", b"\x80")):  # torch.save's zip archive, or its older plain pickle
+            raise CheckpointError(f"{path} is not a tinygpt checkpoint (not a file torch.save wrote)") from None
+        if "Weights only load failed" in str(err):
+            # torch's own message goes on to advise weights_only=False, which would run the file's code: not here
+            raise CheckpointError(
+                f"{path} is not a tinygpt checkpoint: torch's weights-only loader refused what it holds (a tinygpt "
+                "checkpoint holds tensors and plain values only), and loading it otherwise could run code from the file"
+            ) from None
         first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise CheckpointError(f"checkpoint {path} is unreadable (truncated or corrupt?): {first_line}") from None
 

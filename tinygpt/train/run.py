@@ -81,7 +81,8 @@ def train(cfg: DictConfig, run_dir: str | Path, run: RunConfig | None = None) ->
         if is_finished_and_skipped(previous, run.resume, run.ckpt_path):
             say(
                 f"{run_dir} already finished (best dev bpb {previous.get('best', {}).get(DEV_BITS_PER_BYTE)}); "
-                "skipping. Use resume=never to train it again."
+                "skipping. To train it again, give it another folder (hydra.run.dir=..., or hydra.sweep.dir=... "
+                f"in a sweep), or delete {run_dir} first."
             )
             return previous
         datamodule = build_datamodule(run.data, run.model.context_length, run.seed)
