@@ -380,3 +380,18 @@ def test_a_bad_callback_fails_in_one_line_before_anything_is_written(tiny_cfg, t
     with pytest.raises(ConfigError, match=message):
         train(tiny_cfg(override), tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_training_sample_takes_top_p_as_tinygpt_generate_does(tiny_cfg, tmp_path):
+    """sample.top_p: nucleus sampling for the samples written while training; at a nucleus this small only the most
+    likely token is ever kept, so the sample is the greedy continuation of the trained model."""
+    from tinygpt.model import generate
+    from tinygpt.train.checkpoints import load_model
+
+    record = train(tiny_cfg("data.dev=none", "trainer.max_steps=3", "sample.prompt=a", "sample.top_p=1e-9"), tmp_path)
+    model, tokenizer, _ = load_model(tmp_path / "checkpoints" / "last.ckpt")
+    prompt = torch.tensor([tokenizer.encode("a")])
+    greedy = generate(model, prompt, len(tokenizer.encode(record["sample"])) - 1, greedy=True)
+    assert record["sample"] == tokenizer.decode(greedy[0].tolist())
+    with pytest.raises(ConfigError, match=r"sample\.top_p=1\.5 is not allowed: must be null or a number in \(0, 1\]"):
+        train(tiny_cfg("sample.top_p=1.5"), tmp_path / "other")

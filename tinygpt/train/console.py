@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+import warnings
 
 from lightning.pytorch.callbacks import ProgressBar, TQDMProgressBar
 
@@ -44,8 +45,17 @@ class NoThirdPartyTips(logging.Filter):
 
 
 def silence_third_party_tips() -> None:
-    """Drop Lightning's advertisement tips from its log output (idempotent)."""
+    """Drop Lightning's advertisement tips from its log output, and the FutureWarning torch raises on each run for
+    Lightning's own use of ``LeafSpec`` (lightning/pytorch/utilities/_pytree.py, Lightning 2.6 with torch 2.13):
+    nothing a user can act on, filtered by its message where Lightning raises it (idempotent)."""
     from lightning_utilities.core import rank_zero
+
+    warnings.filterwarnings(
+        "ignore",
+        message=r"`isinstance\(treespec, LeafSpec\)` is deprecated",
+        category=FutureWarning,
+        module=r"lightning\.pytorch\.utilities\._pytree",
+    )
 
     current = getattr(rank_zero, "log", None)  # the logger rank_zero_info uses now
     names = TIP_LOGGERS + ((current.name,) if isinstance(current, logging.Logger) else ())

@@ -12,13 +12,21 @@ from tinygpt.model import generate
 
 
 class TextSampler(L.Callback):
-    def __init__(self, prompt: str, max_new_tokens: int, temperature: float, top_k: int | None, seed: int):
+    def __init__(
+        self,
+        prompt: str,
+        max_new_tokens: int,
+        temperature: float,
+        top_k: int | None,
+        seed: int,
+        top_p: float | None = None,
+    ):
         """The ``sample.*`` settings and the run's seed; the tokenizer is the data's, read in ``setup``."""
         self.tokenizer = None
         self.prompt = prompt
         self.max_new_tokens = max_new_tokens
         self.temperature = temperature
-        self.top_k = top_k
+        self.top_k, self.top_p = top_k, top_p
         self.seed = seed
         self.last_sample: str | None = None
 
@@ -38,6 +46,7 @@ class TextSampler(L.Callback):
             min(self.max_new_tokens, max(1, room)),
             temperature=self.temperature,
             top_k=self.top_k,
+            top_p=self.top_p,
             generator=generator,
         )
         return self.tokenizer.decode(out[0].tolist())

@@ -59,6 +59,7 @@ class SampleConfig:
     max_new_tokens: int = 200
     temperature: float = 0.8
     top_k: int | None = None
+    top_p: float | None = None  # nucleus sampling, as tinygpt-generate's top_p
 
     def __post_init__(self) -> None:
         require(
@@ -69,6 +70,7 @@ class SampleConfig:
         )
         require(self.temperature > 0, "sample.temperature", self.temperature, "a positive number")
         require(self.top_k is None or self.top_k > 0, "sample.top_k", self.top_k, "null or a positive integer")
+        require(self.top_p is None or 0 < self.top_p <= 1, "sample.top_p", self.top_p, "null or a number in (0, 1]")
 
 
 @dataclass
