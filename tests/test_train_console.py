@@ -173,3 +173,29 @@ def test_dev_scoring_progress_shows_the_share_done_and_the_time_left(monkeypatch
     callback.on_validation_start(trainer, None)
     callback._validation.update(10)
     assert said == ["step 250/4000  scoring dev: 10/40 batches (25%), 12 s, about 36 s left"]
+
+
+def test_a_run_under_the_bar_still_logs_its_step_and_dev_lines_to_train_log(small_corpus, tmp_path):
+    """progress.style=bar (a terminal's choice): the bar on the console, LineProgress's lines in train.log."""
+    done = subprocess.run(
+        [
+            PYTHON,
+            "scripts/train.py",
+            "experiment=smoke",
+            "data=textfile",
+            f"data.path={small_corpus}",
+            "trainer.enable_progress_bar=true",
+            "progress.style=bar",
+            "progress.every_n_steps=3",
+            f"hydra.run.dir={tmp_path}",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "[tinygpt] step " not in done.stdout  # the console has the bar, not the lines
+    log = (tmp_path / "train.log").read_text().splitlines()
+    steps = [line.split(" - ", 1)[1].split()[1] for line in log if " - step " in line and "scoring" not in line]
+    assert steps == ["3/8", "4/8", "6/8", "8/8", "8/8"]

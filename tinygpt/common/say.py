@@ -18,7 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 PREFIX = "[tinygpt] "
-LOGGER = logging.getLogger("tinygpt")
+LOGGER_NAME = "tinygpt"  # the logger a run's train.log holds (conf/hydra/job_logging/tinygpt.yaml)
+LOGGER = logging.getLogger(LOGGER_NAME)
 EXIT_USER_ERROR = 2  # every program's status for a refused input (tinygpt/cli/entry.py)
 
 

@@ -7,6 +7,8 @@ picks LineProgress instead, a Lightning ProgressBar callback that prints one lin
 optimizer steps (and at the last step) plus one line per validation (and, for a validation that passes a few
 seconds, how far it is: tinygpt/common/progress.py). The choice is made when the Trainer is
 built, from the config: `progress.style=bar|lines` forces one; `trainer.enable_progress_bar=false` prints none.
+Under the bar the same step and dev lines still go to the run's train.log (BarProgress), so a run's log reads the
+same whether it was watched in a terminal or not.
 
 Why a log filter: Lightning 2.6 logs "💡 Tip: ... try installing litlogger/litmodels ..." through the standard
 `logging` module (rank_zero_info) every time a Trainer is built, an advertisement for a hosted service. A
@@ -19,12 +21,13 @@ import logging
 import sys
 import time
 import warnings
+from collections.abc import Callable
 
 from lightning.pytorch.callbacks import ProgressBar, TQDMProgressBar
 
 from tinygpt.common.errors import ConfigError
 from tinygpt.common.progress import Progress
-from tinygpt.common.say import say
+from tinygpt.common.say import LOGGER_NAME, say
 
 TIP_PREFIX = "💡 Tip"
 # the loggers rank_zero_info may write through: lightning_utilities' rank_zero module logs via whichever of these
@@ -66,11 +69,13 @@ def silence_third_party_tips() -> None:
 
 
 class LineProgress(ProgressBar):
-    """One line every `every_n_steps` optimizer steps and at the last one, and one per validation, on stdout."""
+    """One line every `every_n_steps` optimizer steps and at the last one, and one per validation, on stdout (and
+    the run's train.log); ``emit``: where each line goes (``say``)."""
 
-    def __init__(self, every_n_steps: int = 10):
+    def __init__(self, every_n_steps: int = 10, emit: Callable[[str], None] = say):
         super().__init__()
         self.every_n_steps = every_n_steps
+        self.emit = emit
         self._enabled = True
         self._last_printed = -1
         self._started = time.monotonic()
@@ -106,7 +111,7 @@ class LineProgress(ProgressBar):
         self._last_printed = step
         elapsed = time.monotonic() - self._started
         metrics = self._metrics(trainer, pl_module, ("train/loss", "train/tokens_per_sec"))
-        say(f"step {step}/{trainer.max_steps}  {metrics}  ({elapsed:.0f} s)")
+        self.emit(f"step {step}/{trainer.max_steps}  {metrics}  ({elapsed:.0f} s)")
 
     def on_validation_start(self, trainer, pl_module) -> None:
         total = sum(trainer.num_val_batches) if trainer.num_val_batches else None
@@ -119,11 +124,32 @@ class LineProgress(ProgressBar):
     def on_validation_end(self, trainer, pl_module) -> None:
         if self._enabled and not trainer.sanity_checking:
             dev = self._metrics(trainer, pl_module, ("dev/bpb",))
-            say(f"step {trainer.global_step}/{trainer.max_steps}  {dev}")
+            self.emit(f"step {trainer.global_step}/{trainer.max_steps}  {dev}")
+
+
+class BarProgress(TQDMProgressBar):
+    """tqdm's bar on the terminal, and LineProgress's step and dev lines in the run's train.log only: a run watched
+    in a terminal keeps the same log as one run in the background."""
+
+    def __init__(self, every_n_steps: int = 10):
+        super().__init__()
+        self.lines = LineProgress(every_n_steps, emit=logging.getLogger(LOGGER_NAME).info)
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        super().on_train_start(trainer, pl_module)
+        self.lines.on_train_start(trainer, pl_module)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+        self.lines.on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        super().on_validation_end(trainer, pl_module)
+        self.lines.on_validation_end(trainer, pl_module)
 
 
 def _bar(every_n_steps: int) -> ProgressBar:
-    return TQDMProgressBar()
+    return BarProgress(every_n_steps)
 
 
 PROGRESS = {"bar": _bar, "lines": LineProgress}  # progress.style -> the ProgressBar callback; plus "auto"
