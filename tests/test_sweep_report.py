@@ -321,3 +321,18 @@ def test_a_collected_sweep_keeps_its_experiments_name(sweep, tmp_path, monkeypat
     mixed = [Job(("experiment=x", "seed=1"), None, None), Job(("experiment=y", "seed=1"), None, None)]
     assert report_module.sweep_title(collected, mixed) == "runs"
     assert report_module.sweep_title(collected, [Job(("+experiment=z",), None, None)]) == "z"
+
+
+def test_a_single_runs_folder_is_reported_as_a_sweep_of_one(tiny_cfg, tmp_path, capsys):
+    """tinygpt-report RUN_DIR: its curves and table, not "holds no sweep jobs"."""
+    from tinygpt.cli.report import main
+    from tinygpt.train.run import train
+
+    run_dir = tmp_path / "run"
+    train(tiny_cfg(), run_dir)
+    [job] = load_sweep(run_dir)
+    assert job.status == "finished" and job.path == run_dir
+    assert main([str(run_dir)]) == 0
+    assert "1 run" in (run_dir / "report.md").read_text() and (run_dir / "curves.png").stat().st_size > 10_000
+    with open(run_dir / "runs.csv") as f:
+        assert {row["status"] for row in csv.DictReader(f)} == {"finished"}

@@ -19,6 +19,7 @@ from hydra.core.override_parser.types import Override
 from omegaconf import OmegaConf
 
 from tinygpt.common.errors import ConfigError, PathError
+from tinygpt.common.run_folder import RUN_RECORD
 from tinygpt.common.run_folder import read_record as read_run_record
 from tinygpt.launch.search_config import TRIAL_KEY, in_search, override_key
 
@@ -122,10 +123,14 @@ def read_record(folder: Path) -> dict | None:
 def load_sweep(sweep_dir: str | Path) -> list[Job]:
     """The sweep's jobs: those its command asked for, in launch order, then any other job folder in it (an
     earlier command with the same sweep name). A job is known by its overrides, less the excluded keys, so
-    rerunning with e.g. sweep.cpu_jobs=2 still finds the same jobs."""
+    rerunning with e.g. sweep.cpu_jobs=2 still finds the same jobs. A single run's folder (its run.json, no
+    multirun.yaml) is a sweep of that one job."""
     sweep_dir = Path(sweep_dir)
     if not sweep_dir.is_dir():
         raise PathError(f"no sweep folder {sweep_dir}")
+    if (sweep_dir / RUN_RECORD).is_file() and not (sweep_dir / "multirun.yaml").exists():
+        overrides = saved_overrides(sweep_dir) if (sweep_dir / ".hydra" / "overrides.yaml").exists() else ()
+        return [Job(identity(overrides, set()), sweep_dir, read_record(sweep_dir))]
     expected, excluded = sweep_command(sweep_dir)
     folders = {
         frozenset(identity(saved_overrides(f.parent.parent), excluded)): f.parent.parent
