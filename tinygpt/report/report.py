@@ -329,8 +329,8 @@ def render_markdown(
     lines = [
         f"# Sweep report: {title}",
         "",
-        f"{len(jobs)} runs ({status_line}) in `{sweep_dir}`, from their run records (run.json). "
-        + held_out_sentence(jobs, held_out),
+        f"{len(jobs)} run{'s' if len(jobs) != 1 else ''} ({status_line}) in `{sweep_dir}`, from their run records "
+        "(run.json). " + held_out_sentence(jobs, held_out),
         "",
         f"Table: {what}. Variants are the runs' overrides minus `seed`"
         + (f"; every run shares `{' '.join(shared)}`." if shared else "."),
