@@ -333,6 +333,7 @@ def test_a_single_runs_folder_is_reported_as_a_sweep_of_one(tiny_cfg, tmp_path, 
     [job] = load_sweep(run_dir)
     assert job.status == "finished" and job.path == run_dir
     assert main([str(run_dir)]) == 0
-    assert "1 run (1 finished)" in (run_dir / "report.md").read_text() and (run_dir / "curves.png").stat().st_size > 10_000
+    assert "1 run (1 finished)" in (run_dir / "report.md").read_text()
+    assert (run_dir / "curves.png").stat().st_size > 10_000
     with open(run_dir / "runs.csv") as f:
         assert {row["status"] for row in csv.DictReader(f)} == {"finished"}

@@ -395,3 +395,28 @@ def test_the_training_sample_takes_top_p_as_tinygpt_generate_does(tiny_cfg, tmp_
     assert record["sample"] == tokenizer.decode(greedy[0].tolist())
     with pytest.raises(ConfigError, match=r"sample\.top_p=1\.5 is not allowed: must be null or a number in \(0, 1\]"):
         train(tiny_cfg("sample.top_p=1.5"), tmp_path / "other")
+
+
+@pytest.mark.parametrize(
+    ("setting", "text", "why"),
+    [
+        ("model.prenorm=false", None, "post-norm blocks (prenorm=false) exist in no transformers causal-LM class"),
+        (None, "a stray \ufffd replacement character\n", "its vocabulary holds '\ufffd'"),
+    ],
+)
+def test_a_finished_run_names_the_export_command_only_when_it_would_work(
+    tiny_cfg, tmp_path, capsys, setting, text, why
+):
+    from tinygpt.api import train as api_train
+
+    extra = [setting] if setting else []
+    if text is not None:
+        corpus = tmp_path / "corpus.txt"
+        corpus.write_text((text + "the time traveller was here. ") * 200)
+        extra += [f"data.path={corpus}"]
+    api_train(tiny_cfg(*extra, "trainer.max_steps=2"), tmp_path / "run")
+    said = capsys.readouterr().out
+    assert "tinygpt-evaluate" in said and "tinygpt-export" not in said
+    assert "(no export to transformers: " in said and why in said
+    api_train(tiny_cfg("trainer.max_steps=2"), tmp_path / "plain")  # an exportable run names the command
+    assert "  tinygpt-export " in capsys.readouterr().out

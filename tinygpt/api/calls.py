@@ -16,6 +16,7 @@ from tinygpt.data import TextDataModule, build_datamodule
 from tinygpt.data.encoded import encode_segments
 from tinygpt.data.tokenizers import Tokenizer
 from tinygpt.data.windows import SlidingWindowDataset
+from tinygpt.export.export import export_refusal
 from tinygpt.metrics import score
 from tinygpt.model.generate import generate as generate_ids
 from tinygpt.train import device_settings
@@ -48,7 +49,7 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict:
     ``run_dir/train.log``). Returns the run record (run.json's content)."""
     run_dir = Path(run_dir)
     with log_file(run_dir / TRAIN_LOG):
-        return training.train(cfg, run_dir)
+        return training.train(cfg, run_dir, export_refusal=export_refusal)
 
 
 def build(cfg: DictConfig) -> tuple[GPTModule, TextDataModule]:

@@ -16,6 +16,7 @@ from tinygpt.cli.config import register_configs
 from tinygpt.cli.entry import entry, task
 from tinygpt.common.run_folder import DEV_BITS_PER_BYTE
 from tinygpt.common.say import say
+from tinygpt.export.export import export_refusal
 from tinygpt.launch.orphans import exit_if_orphaned
 from tinygpt.train.last_checkpoint import TrainingInterrupted
 from tinygpt.train.preflight import take_checked
@@ -30,7 +31,7 @@ register_configs()  # the typed schemas (tinygpt/cli/config.py), before Hydra co
 def main(cfg: DictConfig) -> float | None:
     try:
         # the run its preflight callback parsed (tinygpt/train/preflight.py); a user's mistake: one line (cli/entry.py)
-        record = train(cfg, HydraConfig.get().runtime.output_dir, take_checked())
+        record = train(cfg, HydraConfig.get().runtime.output_dir, take_checked(), export_refusal)
     except TrainingInterrupted as stop:
         # A signal stops the whole command, a sweep too: Hydra's launchers record a job's exception and start
         # the next job, so an Exception would stop only the job that was running (a sweep killed with SIGTERM

@@ -11,6 +11,7 @@ Exporting the same checkpoint twice gives byte-identical files.
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,7 @@ import torch
 from tinygpt.common.run_folder import read_record
 from tinygpt.export.card import model_card
 from tinygpt.export.families import ExportError, Family, choose_family, hf_config, to_hf_state
-from tinygpt.export.tokenizer import hf_tokenizer, save_tokenizer
+from tinygpt.export.tokenizer import hf_tokenizer, save_tokenizer, tokenizer_refusal
 from tinygpt.model import GPT
 from tinygpt.train.checkpoints import load_model
 
@@ -69,6 +70,21 @@ def _check_out(out: Path, overwrite: bool) -> None:
         raise ExportError(
             f"out={out} already exists and is not empty: choose a new folder, or overwrite=true to replace it"
         )
+
+
+def export_refusal(ckpt: str | Path) -> str | None:
+    """Why ``tinygpt-export`` would refuse this checkpoint (a switch no transformers class expresses, a tokenizer
+    it cannot write, transformers not installed), or None when it would export: what a finished run's printed next
+    commands consult, so that they name only commands that work for that run."""
+    model, tokenizer, _ = load_model(ckpt)
+    try:
+        choose_family(model.config)
+    except ExportError as refused:
+        return str(refused)
+    refused = tokenizer_refusal(tokenizer)
+    if refused is None and importlib.util.find_spec("transformers") is None:
+        return "tinygpt-export needs transformers: pip install 'tinygpt[hf]'"
+    return refused
 
 
 def export_checkpoint(ckpt: str | Path, out: str | Path, family: str = "auto", overwrite: bool = False) -> Exported:

@@ -29,8 +29,23 @@ from tinygpt.export.families import ExportError
 TINYGPT_TOKENIZER = "tinygpt_tokenizer.json"
 
 
+def tokenizer_refusal(tokenizer: Tokenizer) -> str | None:
+    """Why `tokenizer` has no transformers equivalent, or None: checked without importing transformers."""
+    if isinstance(tokenizer, CharTokenizer) and CharTokenizer.UNKNOWN_TEXT in tokenizer.chars:
+        return (
+            f"cannot export the char tokenizer: its vocabulary holds {CharTokenizer.UNKNOWN_TEXT!r}, which is also "
+            "what its unknown id 0 decodes to, so no WordLevel vocabulary can give both ids"
+        )
+    if not isinstance(tokenizer, (ByteLevelBPETokenizer, CharTokenizer)) and tokenizer.name != "bytes":
+        return f"cannot export tokenizer kind {tokenizer.name!r}: known kinds are char, bytes, bpe, gpt2"
+    return None
+
+
 def hf_tokenizer(tokenizer: Tokenizer, context_length: int):
     """A transformers PreTrainedTokenizerFast equivalent to `tokenizer`."""
+    refused = tokenizer_refusal(tokenizer)
+    if refused is not None:
+        raise ExportError(refused)
     from tokenizers import Regex, decoders, models, pre_tokenizers
     from tokenizers import Tokenizer as HFTokenizer
     from transformers import PreTrainedTokenizerFast
@@ -39,11 +54,6 @@ def hf_tokenizer(tokenizer: Tokenizer, context_length: int):
         hf = HFTokenizer.from_str(tokenizer.hf.to_str())
     elif isinstance(tokenizer, CharTokenizer):
         unknown = CharTokenizer.UNKNOWN_TEXT
-        if unknown in tokenizer.chars:
-            raise ExportError(
-                f"cannot export the char tokenizer: its vocabulary holds {unknown!r}, which is also "
-                "what its unknown id 0 decodes to, so no WordLevel vocabulary can give both ids"
-            )
         vocab = {unknown: CharTokenizer.UNKNOWN_ID, **{c: i + 1 for i, c in enumerate(tokenizer.chars)}}
         hf = HFTokenizer(models.WordLevel(vocab, unk_token=unknown))
         hf.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
@@ -53,8 +63,6 @@ def hf_tokenizer(tokenizer: Tokenizer, context_length: int):
         hf = HFTokenizer(models.BPE({by_byte[b]: b for b in range(256)}, []))
         hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
         hf.decoder = decoders.ByteLevel()
-    else:
-        raise ExportError(f"cannot export tokenizer kind {tokenizer.name!r}: known kinds are char, bytes, bpe, gpt2")
     return PreTrainedTokenizerFast(
         tokenizer_object=hf, model_max_length=context_length, clean_up_tokenization_spaces=False
     )

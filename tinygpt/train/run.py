@@ -9,6 +9,7 @@ are built first, from the config (conf/callbacks/), so that a bad value fails be
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from pathlib import Path
 
 import lightning as L
@@ -43,12 +44,18 @@ from tinygpt.train.speed import SpeedMonitor
 from tinygpt.train.summary import summarize
 
 
-def train(cfg: DictConfig, run_dir: str | Path, run: RunConfig | None = None) -> dict:
+def train(
+    cfg: DictConfig,
+    run_dir: str | Path,
+    run: RunConfig | None = None,
+    export_refusal: Callable[[Path], str | None] | None = None,
+) -> dict:
     """Train the composed ``cfg`` into ``run_dir``; ``run``: ``cfg`` as already parsed and checked (tinygpt-train's
     preflight callback parses it before Hydra writes the job's folder), else parsed here. The typed run is what
     the code below reads; ``cfg`` itself is read once more, only as run.json's record of it: as composed, the
     values as the user wrote them (``data.fraction=1/8``, not the 0.125 the typed run reads), so that runs of every
-    version pair and resume alike, and the Trainer's arguments as this run placed and resolved them."""
+    version pair and resume alike, and the Trainer's arguments as this run placed and resolved them.
+    ``export_refusal``: what the closing lines ask before naming the export command (tinygpt/train/summary.py)."""
     composed = without_hydra(cfg)
     run = run or check_run_config(composed)  # every value checked before anything is written
     if run.trial is not None and not (HydraConfig.initialized() and in_search(HydraConfig.get())):
@@ -154,5 +161,5 @@ def train(cfg: DictConfig, run_dir: str | Path, run: RunConfig | None = None) ->
             raise
         finally:  # the record says how the session ended, whichever way it did
             result = record.finish(**outcome, step=trainer.global_step)
-        summarize(result, run_dir, loggers)
+        summarize(result, run_dir, loggers, export_refusal)
         return result

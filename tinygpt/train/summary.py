@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 
 from tinygpt.common.run_folder import DEV_BITS_PER_BYTE, checkpoints_dir, last_checkpoint, record_path
@@ -10,7 +11,9 @@ from tinygpt.common.say import say
 from tinygpt.launch.placement import in_multirun
 
 
-def summarize(result: dict, run_dir: Path, loggers) -> None:
+def summarize(result: dict, run_dir: Path, loggers, export_refusal: Callable[[Path], str | None] | None = None) -> None:
+    """export_refusal: why the run's last.ckpt would not export (tinygpt/export/export.py's, which the programs
+    pass: this layer does not know the export families), or None; without it the export command is printed."""
     final, best = result.get("final"), result.get("best")
     say("", prefix=False)
     say("---- done ----")
@@ -25,20 +28,23 @@ def summarize(result: dict, run_dir: Path, loggers) -> None:
     for logger in loggers:
         say(f"{type(logger).__name__} logs: {logger.log_dir}")
     say(f"checkpoints: {checkpoints_dir(run_dir)}; run record: {record_path(run_dir)}")
-    for line in next_steps(run_dir):
+    refused = export_refusal(last_checkpoint(run_dir)) if export_refusal else None
+    for line in next_steps(run_dir, refused):
         say(line, prefix=False)
 
 
-def next_steps(run_dir: Path) -> list[str]:
+def next_steps(run_dir: Path, export_refused: str | None = None) -> list[str]:
     """Commands for what usually comes next, ready to paste: the run's paths as the shell takes them (a run
-    folder's ``=`` and ``,`` need no quotes there, and the programs take a bare path: tinygpt/cli/entry.py)."""
+    folder's ``=`` and ``,`` need no quotes there, and the programs take a bare path: tinygpt/cli/entry.py). The
+    export command only when the run exports (``export_refused`` None); else why it does not."""
     folder = shown_path(run_dir)
     last = shown_path(last_checkpoint(run_dir))
+    export = f"  tinygpt-export {last} out={shlex.quote(str(Path('outputs') / 'hf' / Path(run_dir).name))}"
     lines = [
         "next:",
         f"  tinygpt-evaluate {folder}                 # every checkpoint on the dev split",
         f"  tinygpt-generate {last} prompt='...'",
-        f"  tinygpt-export {last} out={shlex.quote(str(Path('outputs') / 'hf' / Path(run_dir).name))}",
+        export if export_refused is None else f"  (no export to transformers: {export_refused})",
         f"  tensorboard --logdir {folder}",
     ]
     if in_multirun():
