@@ -171,7 +171,7 @@ def test_model_card_states_the_runs_record(trained, tmp_path):
         card = (export_checkpoint(ckpt, tmp_path / "scored").folder / "README.md").read_text()
     finally:
         (run_dir / "evaluations.jsonl").unlink()
-    assert "held-out (test split, scored by scripts/evaluate.py split=test): 3.2100" in card
+    assert "held-out (test split, scored by tinygpt-evaluate split=test): 3.2100" in card
 
 
 # ---- refusals -------------------------------------------------------------------------------------------------

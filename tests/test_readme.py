@@ -132,3 +132,26 @@ def test_the_configuration_page_lists_every_choice_of_every_group():
         files = {path.stem for path in (Path(CONF) / group).glob("*.yaml")}
         assert files, f"docs/configuration.md lists {group}, which conf/ does not have"
         assert files <= choices, f"docs/configuration.md's {group} row lacks {sorted(files - choices)}"
+
+
+def test_what_the_programs_print_names_console_commands_not_a_checkouts_scripts():
+    """A wheel user has tinygpt-* commands, not scripts/*.py or the Makefile: messages, report pages and model cards
+    name the commands (docstrings and comments may name either)."""
+    import ast
+
+    offenders = []
+    for path in (REPO / "tinygpt").rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)
+        }
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                if re.search(r"scripts/(?!bench_|data_stats)[a-z_]+\.py|make tensorboard", node.value):
+                    offenders.append(f"{path.relative_to(REPO)}:{node.lineno}: {node.value[:60]!r}")
+    assert offenders == []

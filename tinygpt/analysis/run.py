@@ -107,7 +107,7 @@ def analyze(
     ]
     if base is None:
         lines += [
-            f"No baselines record at {baselines_file}: run `python scripts/baselines.py data={data['name']} "
+            f"No baselines record at {baselines_file}: run `tinygpt-baselines data={data['name']} "
             f"split={split}` with the run's data settings for the baseline rows.",
             "",
         ]
@@ -252,7 +252,7 @@ def _read_baselines(path: Path, data: dict) -> dict | None:
     if (ours.train, ours.dev, ours.test) != (theirs.train, theirs.dev, theirs.test):
         raise DataError(
             f"{path} scores other splits than this run's data config ({data['name']}, dev="
-            f"{data['dev']}); rerun scripts/baselines.py with the run's data settings or give "
+            f"{data['dev']}); rerun tinygpt-baselines with the run's data settings or give "
             "baselines=<its out_dir>"
         )
     return base

@@ -60,7 +60,7 @@ def evaluate_sweep(cfg: DictConfig) -> int:
         if cfg.split != "test":
             raise ConfigError(
                 f"sweep_dir= with split={cfg.split}: a sweep is scored on the held-out split (split=test); its dev "
-                "scores are in each run's record already (scripts/report.py)"
+                "scores are in each run's record already (tinygpt-report)"
             )
         if cfg.run_dir or cfg.ckpt or cfg.force or cfg.reason:
             raise ConfigError(

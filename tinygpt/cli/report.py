@@ -62,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--held-out",
         action="store_true",
-        help="also tabulate the held-out scores logged by scripts/evaluate.py split=test "
+        help="also tabulate the held-out scores logged by tinygpt-evaluate split=test "
         "(evaluations.jsonl) and plot them (heldout.png); off by default",
     )
     parser.add_argument("--ymax", type=float, default=None, help="cut the curves' axis at this value (000: 7.7)")

@@ -46,7 +46,7 @@ def model_card(
         "",
         f"# {name}: a tinygpt model as `{family.hf_class}`",
         "",
-        f"Exported by tinygpt's `scripts/export.py` from checkpoint `{ckpt.name}` (step {step}) of run "
+        f"Exported by `tinygpt-export` from checkpoint `{ckpt.name}` (step {step}) of run "
         f"`{run_dir.name}`. Logits equal tinygpt's within float32 rounding; see the switches below.",
         "",
         "```python",
@@ -109,7 +109,7 @@ def model_card(
         lines.append(f"- best dev: {best[DEV_BITS_PER_BYTE]:.4f} at step {best['step']}")
     heldout = _heldout_rows(run_dir, ckpt, step)
     for row in heldout[-1:]:
-        lines.append(f"- held-out (test split, scored by scripts/evaluate.py split=test): {row[BITS_PER_BYTE]:.4f}")
+        lines.append(f"- held-out (test split, scored by tinygpt-evaluate split=test): {row[BITS_PER_BYTE]:.4f}")
     if not heldout:
         lines.append("- held-out: not scored for this checkpoint")
     if not curve and not best:

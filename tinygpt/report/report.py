@@ -226,7 +226,7 @@ def write_report(
                 "## Held-out scores (evaluations.jsonl)",
                 "",
                 "Every scoring of the held-out split ever made of these runs, by time "
-                "(`scripts/evaluate.py split=test`, and `analyze.py` / `baselines.py` with "
+                "(`tinygpt-evaluate split=test`, and `tinygpt-analyze` / `tinygpt-baselines` with "
                 "split=test). Forced: a second look that score-once refuses unless forced with a "
                 "reason (`—`: logged before this was recorded).",
                 "",
