@@ -141,6 +141,19 @@ def test_help_lists_each_groups_choices_and_no_schema(tmp_path):
     assert "schema" not in done.stdout.split("== Config ==")[0] and "tools" not in groups
 
 
+@pytest.mark.parametrize(
+    ("program", "keys"),
+    [("tinygpt-generate", ["ckpt", "prompt", "top_p", "greedy"]), ("tinygpt-evaluate", ["run_dir", "split"])],
+)
+def test_a_tools_help_lists_the_keys_it_takes_not_the_training_groups(tmp_path, program, keys):
+    done = subprocess.run([str(BIN / program), "--help"], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    listed = [line.split(":")[0] for line in done.stdout.split("== Keys ==")[1].splitlines() if ":" in line]
+    assert set(keys) <= set(listed)
+    for group in ("schema", "lstm_schema", "tools", "ablation", "model/position", "Configuration groups"):
+        assert group not in done.stdout, group
+
+
 def test_a_missing_path_is_not_called_unwritable_and_an_unwritable_one_is():
     """The one line for an OSError naming a path: a missing file (read, or a folder to write into) says it does
     not exist; a permission or type problem says it cannot be written."""
