@@ -58,6 +58,9 @@ CASES = [
     ("tinygpt-train", ["data=textdir", "data.path={folder}/docs", "data.glob=*.md"], "data.glob='*.md' matches no"),
     ("tinygpt-train", ["-m", "data=textfile", "data.path=missing.txt", "seed=1,2"], "missing.txt"),
     ("tinygpt-train", ["hydra.run.dir={folder}/a_file/run"], "a_file/run: Not a directory"),
+    # checked before the data is prepared or a folder made; mps: no Apple GPU on the machines this suite runs on
+    ("tinygpt-train", ["trainer.precision=fp8"], "trainer.precision=fp8 is not allowed: must be auto or one of Light"),
+    ("tinygpt-train", ["trainer.accelerator=mps"], "trainer.accelerator=mps is not available: this machine has no Ap"),
     ("tinygpt-train", ["progress.style=fancy"], "progress.style='fancy' is not allowed: must be one of auto"),
     ("tinygpt-train", ["callbacks.sample._target_=nowhere.Sampler"], "callbacks.sample (nowhere.Sampler): "),
     ("tinygpt-evaluate", ["ckpt={folder}/loose.ckpt"], "run.json not found: evaluate needs the run's record"),

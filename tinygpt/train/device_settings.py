@@ -114,6 +114,14 @@ class DeviceChoice:
 
 
 def choose(accelerator: str, precision: str) -> DeviceChoice:
+    """The device kind and precision a run trains with; a precision Lightning does not know, or an accelerator this
+    machine does not have, refused in one line naming the setting and what is allowed (before anything is
+    written: the preflight and the run both start here)."""
+    allowed = lightning_precisions()
+    if str(precision) != AUTO and str(precision) not in allowed:
+        raise ConfigError(
+            f"trainer.precision={precision} is not allowed: must be auto or one of Lightning's: " + ", ".join(allowed)
+        )
     kind, device_why = device_kind(accelerator)
     if str(precision) == AUTO:
         resolved, precision_why = auto_precision(kind)
@@ -123,11 +131,32 @@ def choose(accelerator: str, precision: str) -> DeviceChoice:
     return DeviceChoice(kind, resolved, f"device: {kind} ({device_why}); precision: {resolved} ({precision_why})")
 
 
+def lightning_precisions() -> list[str]:
+    """The values Lightning's Trainer takes for ``precision``, read from its own signature's type (a Literal)."""
+    import typing
+
+    from lightning import Trainer
+
+    def literals(annotation) -> list:
+        out = []
+        for arg in typing.get_args(annotation):
+            out += list(typing.get_args(arg)) if typing.get_origin(arg) is typing.Literal else literals(arg)
+        return out
+
+    return list(dict.fromkeys(str(v) for v in literals(typing.get_type_hints(Trainer.__init__)["precision"])))
+
+
 def device_kind(accelerator: str) -> tuple[str, str]:
     """(the device kind a run with this ``trainer.accelerator`` trains on, why). ``gpu`` is Lightning's "CUDA or
     Apple's GPU", ``auto`` its "CUDA, then Apple's GPU, then the CPU"."""
     accelerator = str(accelerator)
     setting = f"trainer.accelerator={accelerator}"
+    cuda, mps = torch.cuda.is_available(), torch.backends.mps.is_available()
+    here = ", ".join(["auto", *(["cuda", "gpu"] if cuda else []), *(["mps", "gpu"] if mps and not cuda else []), "cpu"])
+    missing = {"cuda": not cuda, "mps": not mps, "gpu": not (cuda or mps)}
+    if missing.get(accelerator):
+        what = {"cuda": "no CUDA device", "mps": "no Apple GPU (MPS)", "gpu": "no CUDA or Apple GPU"}[accelerator]
+        raise ConfigError(f"{setting} is not available: this machine has {what}; it allows {here}")
     searched = accelerator in (AUTO, "gpu")
     if accelerator == "cuda" or (searched and torch.cuda.is_available()):
         return "cuda", setting + (": CUDA is available" if searched else "")

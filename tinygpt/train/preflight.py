@@ -27,6 +27,7 @@ from omegaconf import DictConfig, open_dict
 from tinygpt.common.imports import import_modules
 from tinygpt.common.say import fail, full_errors
 from tinygpt.data.errors import DataError
+from tinygpt.train import device_settings
 from tinygpt.train.callbacks import build_callbacks
 from tinygpt.train.schema import ConfigError, RunConfig, parse_run_config
 from tinygpt.train.score_once import check_score_once
@@ -56,6 +57,8 @@ def check_run_config(cfg: DictConfig) -> RunConfig:
     except ImportError as err:
         raise ConfigError(str(err)) from None
     run = parse_run_config(cfg)
+    # a precision Lightning does not know, an accelerator this machine lacks: one line now, not a traceback later
+    device_settings.choose(run.trainer.get("accelerator", "auto"), run.trainer.get("precision", "auto"))
     once = run.score_once
     check_score_once(
         list(once.steps),
