@@ -466,3 +466,23 @@ def test_a_prepared_file_that_disagrees_with_its_manifest_is_refused_longer_or_s
             file.truncate(size - 1)
     with pytest.raises(DataError, match=rf"^prepared file {path} holds [\d,]+ bytes, its manifest says"):
         read_prepared(folder)
+
+
+def test_scoring_a_run_maps_its_prepared_folder_whatever_the_paths_spelling(tmp_path, prepared_dir, monkeypatch):
+    """A run started with a relative data.path, scored from another folder (where its record's absolute location
+    is used): the same prepared folder, not a second one with the same train.ids (docs/data.md)."""
+    from conftest import compose_train, word_salad
+
+    from tinygpt.train.evaluate import evaluate
+    from tinygpt.train.run import train
+
+    start, elsewhere = tmp_path / "start", tmp_path / "elsewhere"
+    (start / "corp").mkdir(parents=True)
+    elsewhere.mkdir()
+    (start / "corp" / "salad.txt").write_text(word_salad())
+    monkeypatch.chdir(start)
+    train(compose_train(["experiment=smoke", "data=textfile", "data.path=corp/salad.txt"]), tmp_path / "run")
+    before = folders(prepared_dir)
+    monkeypatch.chdir(elsewhere)
+    evaluate(str(tmp_path / "run"))
+    assert folders(prepared_dir) == before and len(before) == 1

@@ -507,7 +507,9 @@ def _description(config: DataConfig, corpus: Corpus, given: Tokenizer | None) ->
     return {
         "files": file_identity([document.path for document in corpus.documents]),
         "documents": [document.name for document in corpus.documents],
-        "text": text_settings(config),
+        # data.path as typed is left out: the files above are named by where they are, so a run started with
+        # data.path=corp/s.txt and a scoring of it from another folder (an absolute path) share one folder
+        "text": {key: value for key, value in text_settings(config).items() if key != "data.path"},
         "split_unit": config.split_unit,
         "tokenizer": tokenizer if given is None else {"given": hashlib.sha256(given.to_json().encode()).hexdigest()},
     }
