@@ -337,3 +337,20 @@ def test_a_single_runs_folder_is_reported_as_a_sweep_of_one(tiny_cfg, tmp_path, 
     assert (run_dir / "curves.png").stat().st_size > 10_000
     with open(run_dir / "runs.csv") as f:
         assert {row["status"] for row in csv.DictReader(f)} == {"finished"}
+
+
+def test_a_report_never_sets_runs_of_different_texts_against_each_other(tiny_cfg, tmp_path, small_corpus):
+    """Two unrelated sweeps that shared a folder (the same name): refused in one line, nothing written."""
+    from tinygpt.common.errors import ConfigError
+    from tinygpt.train.run import train
+
+    other = tmp_path / "other.txt"
+    other.write_text("an entirely different text, " * 600)
+    sweep = tmp_path / "sweep"
+    for job, path in (("seed=0", small_corpus), ("seed=1", other)):
+        train(tiny_cfg(f"data.path={path}", "trainer.max_steps=2"), sweep / job)
+        (sweep / job / ".hydra").mkdir()
+        (sweep / job / ".hydra" / "overrides.yaml").write_text(f"- {job}\n")
+    with pytest.raises(ConfigError, match=r"holds runs scored on 2 different texts .*: a report sets only runs of one"):
+        write_report(sweep, out_dir=tmp_path / "report")
+    assert not (tmp_path / "report").exists()

@@ -97,6 +97,36 @@ def final_value(job: Job, metric: Metric) -> float | None:
     return ((job.record or {}).get("final") or {}).get(metric.key)
 
 
+def scored_text(record: dict) -> tuple:
+    """What a run's scores were taken on: its corpus's name and its dev and held-out splits' sizes and documents
+    (the tokenizer aside: bits per byte compare across tokenizers on the same text). Runs with the same key scored
+    the same characters; a data fraction changes only the train split, so its runs share one."""
+    data = record.get("data") or {}
+    splits = data.get("splits") or {}
+
+    def split(name: str) -> tuple | None:
+        entry = splits.get(name)
+        return None if not entry else (entry.get("chars"), entry.get("bytes"), tuple(entry.get("documents") or ()))
+
+    return ((data.get("corpus") or {}).get("name"), split("dev"), split("test"))
+
+
+def check_one_text(jobs: list[Job], sweep_dir: Path) -> None:
+    """Refuse, in one line, a sweep folder whose runs were scored on different texts: their bits per byte are not
+    comparable, and the report would set them against each other (two sweeps that shared a folder's name)."""
+    texts: dict[tuple, list[str]] = {}
+    for job in jobs:
+        if job.record:
+            texts.setdefault(scored_text(job.record), []).append(job.name)
+    if len(texts) > 1:
+        kinds = "; ".join(f"{names[0]} ({len(names)} run(s)) on {key[0]}" for key, names in texts.items())
+        raise ConfigError(
+            f"{sweep_dir} holds runs scored on {len(texts)} different texts ({kinds}): a report sets only runs of "
+            "one text against each other; give each sweep its own name=... (its folder is outputs/sweeps/<name>), "
+            "or move the other runs out"
+        )
+
+
 def write_report(
     sweep_dir: str | Path,
     *,
@@ -123,6 +153,7 @@ def write_report(
     jobs = load_sweep(sweep_dir)
     if not jobs:
         raise PathError(f"{sweep_dir} holds no sweep jobs (no multirun.yaml, no */.hydra/overrides.yaml)")
+    check_one_text(jobs, sweep_dir)
     style = auto_style(jobs) if style == "auto" else style
     metric = metric or DEFAULT_METRIC[style]
     if metric not in METRICS:
