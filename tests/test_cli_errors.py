@@ -183,3 +183,38 @@ def test_hydra_full_error_gives_the_traceback_as_docs_runs_promises(tmp_path, ar
     assert "Traceback (most recent call last)" in done.stderr and error in done.stderr
     assert len(done.stderr.strip().splitlines()) > 5
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [
+        (["model/position=rope,rop"], "model/position=rop: In 'model/tiny': Could not find 'model/position/rop'"),
+        (["optim.grad_clip=-1", "seed=0,1"], "optim.grad_clip=-1.0 is not allowed: must be a non-negative number"),
+    ],
+)
+def test_a_sweep_checks_every_job_before_it_writes_anything(tmp_path, small_corpus, arguments, said):
+    """A misspelt choice or a bad value in any job: one line, and an earlier sweep's folder left as it was."""
+    sweep = tmp_path / "outputs" / "sweeps" / "smoke"
+    sweep.mkdir(parents=True)
+    (sweep / "multirun.yaml").write_text("an earlier sweep's\n")
+    env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
+    done = subprocess.run(
+        [
+            str(BIN / "tinygpt-train"),
+            "-m",
+            "experiment=smoke",
+            "data=textfile",
+            f"data.path={small_corpus}",
+            *arguments,
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr[-2000:]
+    assert done.stderr.startswith("[tinygpt] error: sweep job experiment=smoke ") and said in done.stderr
+    assert "nothing of the sweep was written" in done.stderr
+    assert "Launching" not in done.stdout + done.stderr
+    assert [p.name for p in sweep.iterdir()] == ["multirun.yaml"]
+    assert (sweep / "multirun.yaml").read_text() == "an earlier sweep's\n"

@@ -1,6 +1,6 @@
 """Automatic placement in a real multirun on the CPU, with 2 simulated devices and 2 joblib workers, then the
-report of that sweep: 2 variants x 2 seeds that train, and a variant whose jobs crash (n_heads=3 does not
-divide d_model=32)."""
+report of that sweep: 2 variants x 2 seeds that train, and a variant whose jobs crash (a context of 100,000 is
+longer than the corpus, found when its data is set up)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from conftest import PYTHON, REPO, TINY_RUN
 
 SEEDS = (0, 1)
-VARIANTS = ("model.n_heads=2", "model.n_heads=1")
+VARIANTS = ("model.context_length=32", "model.context_length=16")
 
 
 @pytest.fixture(scope="module")
@@ -21,13 +21,14 @@ def sweep(small_corpus, tmp_path_factory) -> tuple[Path, subprocess.CompletedPro
     root = tmp_path_factory.mktemp("placement")
     sweep_dir = root / "sweep"
     # the crashing variant first: the first two jobs the workers take both crash, so whichever device is
-    # leased first is held by a crashed job, and every later job shows whether that device came back
+    # leased first is held by a crashed job, and every later job shows whether that device came back. It crashes
+    # when its data is set up (a window longer than the corpus), past the sweep's check of every job's settings
     done = subprocess.run(
         [
             PYTHON,
             "scripts/train.py",
             "-m",
-            "model.n_heads=3,2,1",
+            "model.context_length=100000,32,16",
             "seed=0,1",
             *TINY_RUN,
             "data=textfile",
@@ -50,7 +51,7 @@ def placements(sweep_dir: Path) -> dict[str, dict]:
 
 def test_every_job_leases_one_device_and_the_good_ones_finish(sweep):
     sweep_dir, done = sweep
-    assert done.returncode != 0, "the n_heads=3 jobs must fail the sweep"
+    assert done.returncode != 0, "the context_length=100000 jobs must fail the sweep"
     assert "Joblib.Parallel(n_jobs=2" in done.stdout + done.stderr  # one worker per (simulated) device
     leases = placements(sweep_dir)
     assert len(leases) == 6  # every job, the crashed ones too
@@ -58,7 +59,7 @@ def test_every_job_leases_one_device_and_the_good_ones_finish(sweep):
         assert lease["device"] in ("sim-0", "sim-1") and lease["kind"] == "simulated"
         assert lease["released_at"] is not None, f"{name} kept its device after it ended"
         record = sweep_dir / name / "run.json"
-        if "n_heads=3" in name:
+        if "context_length=100000" in name:
             assert not record.exists()
         else:
             assert json.loads(record.read_text())["status"] == "finished"
@@ -78,7 +79,7 @@ def test_no_two_jobs_ever_hold_one_device(sweep):
 def test_a_crashed_jobs_device_is_leased_again(sweep):
     sweep_dir, _ = sweep
     leases = placements(sweep_dir)
-    crashed = [lease for name, lease in leases.items() if "n_heads=3" in name]
+    crashed = [lease for name, lease in leases.items() if "context_length=100000" in name]
     reused = [
         (c, later)
         for c in crashed
@@ -110,7 +111,7 @@ def test_report_of_the_sweep_matches_its_run_records(sweep, tmp_path):
         assert cells[2] == " / ".join(f"{v:.3f}" for v in best)
         assert cells[3] == f"{sum(best) / 2:.3f}"
         assert cells[4].strip(" |") == f"{max(best) - min(best):.3f}"
-    assert "no record / no record" in rows["model.n_heads=3"]  # the crashed variant is marked, not dropped
+    assert "no record / no record" in rows["model.context_length=100000"]  # the crashed variant is marked, not dropped
     assert "seeds 0 / 1" in table
 
     with (out / "runs.csv").open() as handle:

@@ -9,18 +9,17 @@ never ``evaluations.jsonl``, so nothing here can see held-out scores.
 
 from __future__ import annotations
 
-import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.override_parser.types import Override
 from omegaconf import OmegaConf
 
-from tinygpt.common.errors import ConfigError, PathError
+from tinygpt.common.errors import PathError
 from tinygpt.common.run_folder import RUN_RECORD
 from tinygpt.common.run_folder import read_record as read_run_record
+from tinygpt.common.sweep_jobs import expand_sweep
 from tinygpt.launch.search_config import TRIAL_KEY, in_search, override_key
 
 SEED_KEY = "seed"
@@ -69,25 +68,6 @@ def identity(overrides, excluded: set[str]) -> tuple[str, ...]:
     """The overrides that tell one job from another: without those the sweep excludes from job folder names
     (hydra.job.config.override_dirname.exclude_keys: resume, trainer.devices, sweep.*, ...)."""
     return tuple(o for o in overrides if override_key(o) not in excluded)
-
-
-def expand_sweep(overrides: list[Override]) -> list[tuple[str, ...]]:
-    """Every job of a multirun's parsed overrides, as Hydra's basic sweeper launches them: the cartesian
-    product of each key's values, keys in the order they first appear (a repeated key keeps its first place and
-    takes its last value), written ``key=value`` with the key's prefix (+, ++, ~) and quoting as parsed."""
-    choices: dict[str, list[str]] = {}
-    for override in overrides:
-        key = override.get_key_element()
-        if not override.is_sweep_override():
-            choices[key] = [f"{key}={override.get_value_element_as_str()}"]
-        elif override.is_discrete_sweep():
-            choices[key] = [f"{key}={value}" for value in override.sweep_string_iterator()]
-        else:
-            raise ConfigError(
-                f"{override.input_line}: a basic sweep lists values (a,b, choice(...), range(...)); "
-                f"{override.value_type.name} sweeps are not expanded"
-            )
-    return [tuple(job) for job in itertools.product(*choices.values())]
 
 
 def sweep_command(sweep_dir: Path) -> tuple[list[tuple[str, ...]], set[str]]:

@@ -73,6 +73,7 @@ processes (scripts/bench_train.py refuses `--ab speed.malloc=...`). On a GPU it 
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import sys
 from collections.abc import Callable
@@ -131,6 +132,7 @@ def choose(accelerator: str, precision: str) -> DeviceChoice:
     return DeviceChoice(kind, resolved, f"device: {kind} ({device_why}); precision: {resolved} ({precision_why})")
 
 
+@functools.cache
 def lightning_precisions() -> list[str]:
     """The values Lightning's Trainer takes for ``precision``, read from its own signature's type (a Literal)."""
     import typing

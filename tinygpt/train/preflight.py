@@ -9,9 +9,9 @@ function runs; so the same check also runs as a Hydra callback (``hydra.callback
 The config is parsed once a run: the callback keeps what it parsed (``take_checked``), and the program hands it to
 ``train()``, which parses only a config that nothing has parsed yet (a Python caller's, a sweep job's).
 
-Single runs only: a multirun's base config is not any job's (``seed=1,2,3`` is swept in later: the base's seed
-need not be a registered one), so each sweep job is checked by ``train()`` when it starts, and a refusal is the
-sweep's report of that job.
+A multirun's base config is not any job's (``seed=1,2,3`` is swept in later: the base's seed need not be a
+registered one), so a sweep's jobs are each composed and checked in ``on_multirun_start``, before the sweeper
+writes its multirun.yaml or launches a job; ``train()`` checks each again when it starts.
 """
 
 from __future__ import annotations
@@ -21,11 +21,14 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from hydra import compose
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from tinygpt.common.imports import import_modules
-from tinygpt.common.say import fail, full_errors
+from tinygpt.common.say import fail, full_errors, say
+from tinygpt.common.sweep_jobs import expand_sweep
 from tinygpt.data.errors import DataError
 from tinygpt.train import device_settings
 from tinygpt.train.callbacks import build_callbacks
@@ -90,3 +93,23 @@ class ConfigPreflight(Callback):
             if full_errors():  # HYDRA_FULL_ERROR=1: the traceback too (docs/runs.md); Hydra would swallow a raise
                 traceback.print_exc()  # from a callback as a warning and go on to make the job's folder
             raise fail(str(err)) from None
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """Every job of a basic sweep composed and checked before its sweeper writes anything (multirun.yaml, a job's
+        folder): a misspelt choice or a bad value in any job refuses the whole sweep in one line naming the job,
+        and an earlier sweep's files in the folder are left as they were. A search's jobs are its sampler's,
+        known only as it draws them: each is checked when it starts."""
+        hydra = config.hydra
+        if not str(OmegaConf.select(hydra, "sweeper._target_") or "").endswith("BasicSweeper"):
+            return
+        jobs = expand_sweep(OverridesParser.create().parse_overrides(list(hydra.overrides.task)))
+        if len(jobs) > 20:  # Hydra composes a job's config in about 0.2 s: say why the first job waits
+            say(f"checking the sweep's {len(jobs)} jobs before launching any")
+        for job in jobs:
+            try:
+                check_run_config(compose(config_name=hydra.job.config_name, overrides=list(job)))
+            except Exception as err:  # noqa: BLE001 - a composition error of Hydra's or a value's: the job's line
+                if full_errors():
+                    traceback.print_exc()
+                first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+                raise fail(f"sweep job {' '.join(job)}: {first}; nothing of the sweep was written") from None
