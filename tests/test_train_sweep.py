@@ -60,12 +60,19 @@ def test_group_override_form_matches_plain_key_form(small_corpus, tmp_path):
 
 def test_a_failing_job_does_not_stop_the_others(small_corpus, tmp_path):
     sweep = tmp_path / "sweep"
+    # the failing job fails when its data is set up (a window longer than the corpus): a bad setting would have
+    # refused the whole sweep before launch (tinygpt/train/preflight.py)
     done = run_train(
-        "-m", "model.n_heads=2,3", *TINY_RUN, "data=textfile", f"data.path={small_corpus}", f"hydra.sweep.dir={sweep}"
+        "-m",
+        "model.context_length=32,100000",
+        *TINY_RUN,
+        "data=textfile",
+        f"data.path={small_corpus}",
+        f"hydra.sweep.dir={sweep}",
     )
     assert done.returncode != 0
-    assert "n_heads" in done.stderr
-    (good,) = sweep.glob("*model.n_heads=2*")
-    (bad,) = sweep.glob("*model.n_heads=3*")
+    assert "fewer than one window" in done.stderr
+    (good,) = sweep.glob("*model.context_length=32")
+    (bad,) = sweep.glob("*model.context_length=100000*")
     assert json.loads((good / "run.json").read_text())["status"] == "finished"
     assert not (bad / "checkpoints").exists()

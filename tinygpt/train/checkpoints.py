@@ -100,7 +100,7 @@ def check_resumable(checkpoint: dict, path, model, optim, max_steps: int, tokeni
         raise CheckpointError(f"checkpoint {path} is not a tinygpt training checkpoint (no hyper_parameters.model)")
 
     def differences(prefix: str, theirs: dict, ours: dict, defaults: dict | None = None) -> str:
-        theirs = {**(defaults or {}), **theirs}
+        theirs = {**{k: v for k, v in (defaults or {}).items() if k in ours}, **theirs}
         keys = [k for k in sorted(set(theirs) | set(ours)) if theirs.get(k) != ours.get(k)]
         return ", ".join(f"{prefix}.{k}={theirs.get(k)!r} there, {ours.get(k)!r} here" for k in keys)
 
