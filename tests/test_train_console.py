@@ -114,24 +114,21 @@ def test_lightning_tips_are_filtered_out_and_only_them(caplog, monkeypatch):
     assert any("GPU available" in m for m in messages)  # Lightning's own information stays
 
 
-def test_a_logged_run_prints_lines_every_n_steps_and_no_advertisement(small_corpus, tmp_path):
-    # stdout and stderr are pipes here, as in a log file or a SLURM job: progress.style=auto picks lines
-    done = subprocess.run(
-        [
-            PYTHON,
-            "scripts/train.py",
-            "experiment=smoke",
-            "data=textfile",
-            f"data.path={small_corpus}",
-            "trainer.enable_progress_bar=true",
-            "progress.every_n_steps=3",
-            f"hydra.run.dir={tmp_path}",
-        ],
+def smoke_run(small_corpus, run_dir, *extra: str) -> subprocess.CompletedProcess:
+    """experiment=smoke through scripts/train.py, with the progress bar allowed and lines every 3 steps."""
+    return subprocess.run(
+        [PYTHON, "scripts/train.py", "experiment=smoke", "data=textfile", f"data.path={small_corpus}"]
+        + ["trainer.enable_progress_bar=true", "progress.every_n_steps=3", f"hydra.run.dir={run_dir}", *extra],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=600,
     )
+
+
+def test_a_logged_run_prints_lines_every_n_steps_and_no_advertisement(small_corpus, tmp_path):
+    # stdout and stderr are pipes here, as in a log file or a SLURM job: progress.style=auto picks lines
+    done = smoke_run(small_corpus, tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     output = done.stdout + done.stderr
     assert "💡" not in output and "litlogger" not in output and "litmodels" not in output
@@ -177,23 +174,7 @@ def test_dev_scoring_progress_shows_the_share_done_and_the_time_left(monkeypatch
 
 def test_a_run_under_the_bar_still_logs_its_step_and_dev_lines_to_train_log(small_corpus, tmp_path):
     """progress.style=bar (a terminal's choice): the bar on the console, LineProgress's lines in train.log."""
-    done = subprocess.run(
-        [
-            PYTHON,
-            "scripts/train.py",
-            "experiment=smoke",
-            "data=textfile",
-            f"data.path={small_corpus}",
-            "trainer.enable_progress_bar=true",
-            "progress.style=bar",
-            "progress.every_n_steps=3",
-            f"hydra.run.dir={tmp_path}",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    done = smoke_run(small_corpus, tmp_path, "progress.style=bar")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "[tinygpt] step " not in done.stdout  # the console has the bar, not the lines
     log = (tmp_path / "train.log").read_text().splitlines()
