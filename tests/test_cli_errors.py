@@ -82,6 +82,8 @@ CASES = [
     # torch's own message would advise weights_only=False, which runs the file's code
     ("tinygpt-generate", ["{folder}/objects.ckpt"], "objects.ckpt is not a tinygpt checkpoint: torch's weights-only"),
     ("tinygpt-generate", ["ckpt={folder}/notes.txt"], "notes.txt is not a tinygpt checkpoint (not a file torch.save"),
+    ("tinygpt-generate", ["{folder}/docs"], "docs is a folder with no checkpoints/last.ckpt: give a checkpoint or a"),
+    ("tinygpt-train", ["sample.top_p=1.5"], "sample.top_p=1.5 is not allowed: must be null or a number in (0, 1]"),
     ("tinygpt-generate", ["{ckpt}", "max_new_tokens=500"], "more than the model's context_length=32"),
     ("tinygpt-generate", ["{ckpt}", "temperature=0"], "temperature=0"),
     ("tinygpt-analyze", ["run_dir=nowhere"], "nowhere"),

@@ -198,8 +198,9 @@ def run_folder_or_checkpoint(path: Path) -> str | None:
 
 
 def checkpoint_file(path: Path) -> str | None:
-    """generate's and export's bare path: a checkpoint file (one not there: the program says so)."""
-    return None if path.is_dir() else "ckpt"
+    """generate's and export's bare path: a checkpoint file or a run folder (read as its checkpoints/last.ckpt by
+    ``read_checkpoint``, which names any other path for what it is)."""
+    return "ckpt"
 
 
 def run_folder(path: Path) -> str | None:

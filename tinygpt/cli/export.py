@@ -1,7 +1,7 @@
-"""Export a checkpoint to Hugging Face transformers:  python scripts/export.py ckpt=<checkpoint> out=<folder>
+"""Export a checkpoint to Hugging Face transformers:  tinygpt-export <checkpoint or run folder> out=<folder>
 
     tinygpt-export outputs/runs/default/default/checkpoints/last.ckpt out=outputs/hf/blog
-    python scripts/export.py ckpt=... out=... family=qwen3      # insist on a family (auto picks the one that fits)
+    tinygpt-export ckpt=... out=... family=qwen3      # insist on a family (auto picks the one that fits)
 
 Writes config.json, model.safetensors, generation_config.json, tokenizer.json (+ tokenizer_config.json and
 tinygpt_tokenizer.json) and a README.md model card from the run's run.json. A model no transformers class

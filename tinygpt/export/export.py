@@ -23,7 +23,7 @@ from tinygpt.export.card import model_card
 from tinygpt.export.families import ExportError, Family, choose_family, hf_config, to_hf_state
 from tinygpt.export.tokenizer import hf_tokenizer, save_tokenizer, tokenizer_refusal
 from tinygpt.model import GPT
-from tinygpt.train.checkpoints import load_model
+from tinygpt.train.checkpoints import checkpoint_in, load_model
 
 CHECK_TOKENS = 16  # length of the fixed input on which the two models' logits are compared before writing
 
@@ -88,7 +88,7 @@ def export_refusal(ckpt: str | Path) -> str | None:
 
 
 def export_checkpoint(ckpt: str | Path, out: str | Path, family: str = "auto", overwrite: bool = False) -> Exported:
-    ckpt, out = Path(ckpt), Path(out)
+    ckpt, out = checkpoint_in(ckpt), Path(out)
     model, tokenizer, checkpoint = load_model(ckpt)
     chosen = choose_family(model.config, family)
     _check_out(out, overwrite)

@@ -36,8 +36,18 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             torch.save(checkpoint, file)
 
 
-def read_checkpoint(path: str | Path) -> dict:
+def checkpoint_in(path: str | Path) -> Path:
+    """A checkpoint's path, where a run folder stands for the checkpoint it ended on (``checkpoints/last.ckpt``):
+    the folder is what a finished run prints and what a user has at hand."""
     path = Path(path)
+    last = path / "checkpoints" / "last.ckpt"
+    return last if path.is_dir() and last.is_file() else path
+
+
+def read_checkpoint(path: str | Path) -> dict:
+    path = checkpoint_in(path)
+    if path.is_dir():
+        raise CheckpointError(f"{path} is a folder with no checkpoints/last.ckpt: give a checkpoint or a run folder")
     if not path.is_file():
         raise CheckpointError(f"checkpoint not found: {path}")
     try:
