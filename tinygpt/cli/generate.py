@@ -4,7 +4,8 @@
         max_new_tokens=300 temperature=0.8 top_k=50 seed=0
     tinygpt-generate ckpt=outputs/runs/default/default/checkpoints/last.ckpt greedy=true
 
-A checkpoint (or a run folder, for the checkpoint it ended on) can be given bare or as ckpt=, unquoted (tinygpt/cli/entry.py quotes what Hydra would misread).
+A checkpoint (or a run folder, for the checkpoint it ended on) can be given bare or as ckpt=, unquoted
+(tinygpt/cli/entry.py quotes what Hydra would misread).
 """
 
 import hydra
