@@ -155,3 +155,24 @@ def test_download_fills_the_cache_and_checks_the_checksum(tmp_path, monkeypatch)
     with pytest.raises(DataError, match="nothing was saved"):
         corpus("timemachine", root=str(tmp_path)).setup()
     assert not any(p.is_file() for p in tmp_path.rglob("*"))
+
+
+@requires_data
+def test_a_dropped_connection_is_tried_again(tmp_path, monkeypatch):
+    """pooch tries a download again after a connection error; the file lands whole, checked."""
+    import requests
+
+    relative = NAMED_CORPORA["timemachine"].path
+    tries = []
+
+    def flaky_fetch(url: str, destination: Path) -> None:
+        tries.append(url)
+        if len(tries) == 1:
+            raise requests.exceptions.ConnectionError("connection reset by peer")
+        shutil.copy(Path(DATA) / relative, destination)
+
+    monkeypatch.setattr(download_module, "fetch_url", flaky_fetch)
+    monkeypatch.setattr("time.sleep", lambda seconds: None)  # pooch's wait between tries
+    corpus("timemachine", root=str(tmp_path)).setup()
+    assert len(tries) == 2 and sha256(tmp_path / relative) == TIMEMACHINE_SHA
+    assert sorted(p.name for p in (tmp_path / "timemachine").iterdir()) == ["timemachine.txt"]  # no part files

@@ -1,25 +1,27 @@
 """Fetch missing files of named corpora into the data root, and check every file's sha256.
 
 The data root is read-only for tinygpt except for this download cache: a file is written only when it was
-missing, only at its registered place, and only after its checksum matched (it is downloaded to a temporary
-name and renamed into place). On a machine without network the error says which file to put where.
+missing, only at its registered place, and only after its checksum matched. The download itself is pooch's
+(the scientific-Python library for checksummed downloads): it streams to a temporary name beside the file,
+checks the sha256, renames into place, and tries again after a dropped connection or a wrong checksum. A file
+already present is never fetched: a changed one is refused, not replaced. On a machine without network the
+error says which file to put where.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
-import tempfile
-import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
+
+import pooch
 
 from tinygpt.data.errors import DataError
 from tinygpt.data.root import DataRoot
 from tinygpt.data.sources import RemoteFile
 
 DOWNLOAD_TIMEOUT_S = 60
+DOWNLOAD_RETRIES = 3  # pooch waits 1, 2, 3 s between tries
 _MAX_LISTED = 5  # the PEPs are 303 files: list a few and point at the manifest for the rest
 
 
@@ -32,9 +34,9 @@ def sha256_of(path: Path) -> str:
 
 
 def fetch_url(url: str, destination: Path) -> None:
-    """Download url to destination. Module-level so tests can replace it (tests make no network calls)."""
-    with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_S) as response, open(destination, "wb") as out:
-        shutil.copyfileobj(response, out)
+    """Download url to destination with pooch's HTTP downloader. Module-level so tests can replace it (tests make
+    no network calls)."""
+    pooch.HTTPDownloader(timeout=DOWNLOAD_TIMEOUT_S, progressbar=False)(url, str(destination), None)
 
 
 def ensure_files(root: DataRoot, files: Sequence[RemoteFile], what: str) -> list[Path]:
@@ -73,27 +75,24 @@ def _download(root: DataRoot, missing: Sequence[RemoteFile], what: str) -> None:
 
 def _download_one(remote: RemoteFile, destination: Path) -> None:
     created = not destination.parent.exists()  # a failed download leaves no empty folder behind either
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{destination.name}.", suffix=".part", dir=destination.parent)
-    os.close(handle)
-    temporary = Path(temporary)
+    fetcher = pooch.create(
+        path=destination.parent,
+        base_url="",
+        registry={destination.name: f"sha256:{remote.sha256}"},
+        urls={destination.name: remote.url},
+        retry_if_failed=DOWNLOAD_RETRIES,
+    )
     try:
-        try:
-            fetch_url(remote.url, temporary)
-        except BaseException:
-            temporary.unlink(missing_ok=True)
-            if created and not any(destination.parent.iterdir()):
-                destination.parent.rmdir()
-            raise
-        actual = sha256_of(temporary)
-        if actual != remote.sha256:
+        fetcher.fetch(destination.name, downloader=lambda url, output, _: fetch_url(url, Path(output)))
+    except BaseException as error:
+        if created and destination.parent.is_dir() and not any(destination.parent.iterdir()):
+            destination.parent.rmdir()
+        if isinstance(error, ValueError) and "hash" in str(error):  # pooch's checksum refusal, after its retries
             raise DataError(
-                f"downloaded {remote.url} but its sha256 is {actual}, not the expected {remote.sha256}; "
-                f"nothing was saved. Put the right file at {destination} by hand."
-            )
-        os.replace(temporary, destination)
-    finally:
-        temporary.unlink(missing_ok=True)
+                f"downloaded {remote.url} but its sha256 is not the expected {remote.sha256} ({DOWNLOAD_RETRIES + 1} "
+                f"tries); nothing was saved. Put the right file at {destination} by hand."
+            ) from None
+        raise
 
 
 def _offline_message(

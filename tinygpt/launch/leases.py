@@ -1,10 +1,11 @@
 """Device leases: at most one holder per device, however jobs finish, fail or die.
 
-A lease is an exclusive ``fcntl.flock`` on ``<lease dir>/<device name>.lock``, taken without blocking by
-trying each device in turn. The operating system drops the lock when its file descriptor closes, which
-happens on ``release()`` and also when the holding process ends in any way (an exception, ``kill -9``, an
-out-of-memory kill), so a crashed job can never keep its device. Nothing is written into the lock files
-(their names are the state), so a stale file left behind means nothing.
+A lease is an exclusive operating-system lock (``filelock.FileLock``: ``flock`` on Unix, ``msvcrt.locking`` on
+Windows) on ``<lease dir>/<device name>.lock``, taken without blocking by trying each device in turn. The
+operating system drops the lock when its file handle closes, which happens on ``release()`` and also when the
+holding process ends in any way (an exception, ``kill -9``, an out-of-memory kill), so a crashed job can never
+keep its device. Nothing is written into the lock files (their names are the state), so a stale file left
+behind means nothing.
 
 Why not ``job.num % K``: sweep jobs finish out of order, so job K+1 may start while job 1, the other user of
 its device, is still running. Leases follow what is actually running. No torch import here: this module
@@ -13,12 +14,12 @@ must be cheap to import in any process.
 
 from __future__ import annotations
 
-import fcntl
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import filelock
 
 from tinygpt.common.errors import ConfigError
 
@@ -31,30 +32,29 @@ class Lease:
     name: str
     path: Path
     acquired_at: float = field(default_factory=time.time)
-    _fd: int | None = field(default=None, repr=False)
+    _lock: filelock.BaseFileLock | None = field(default=None, repr=False)
 
     @property
     def held(self) -> bool:
-        return self._fd is not None
+        return self._lock is not None
 
     def release(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)  # closing the descriptor drops the flock
-            self._fd = None
+        if self._lock is not None:
+            self._lock.release()  # closes the handle, which drops the lock
+            self._lock = None
 
 
-def try_lock(path: str | Path) -> int | None:
-    """An exclusive ``flock`` on ``path`` (created if missing), without blocking: the open file descriptor
-    that holds it, or None when another open file holds it. Closing the descriptor (or the process ending in
-    any way) drops the lock. The one lock primitive of tinygpt: device leases here, run folders in
-    tinygpt/train/runlock.py."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+def try_lock(path: str | Path) -> filelock.BaseFileLock | None:
+    """An exclusive lock on ``path`` (created if missing), without blocking: the held ``filelock.FileLock``, or
+    None when another holder has it (another process, or another lock object in this one). ``release()`` (or the
+    process ending in any way) drops it. The one lock primitive of tinygpt: device leases here, run folders in
+    tinygpt/train/runlock.py, a search's study in tinygpt/launch/search.py."""
+    lock = filelock.FileLock(path, timeout=0)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
+        lock.acquire()
+    except filelock.Timeout:
         return None
-    return fd
+    return lock
 
 
 def try_acquire(lease_dir: str | Path, names: Sequence[str]) -> Lease | None:
@@ -63,9 +63,9 @@ def try_acquire(lease_dir: str | Path, names: Sequence[str]) -> Lease | None:
     lease_dir.mkdir(parents=True, exist_ok=True)
     for index, name in enumerate(names):
         path = lease_dir / f"{name}.lock"
-        fd = try_lock(path)
-        if fd is not None:
-            return Lease(index, name, path, _fd=fd)
+        lock = try_lock(path)
+        if lock is not None:
+            return Lease(index, name, path, _lock=lock)
     return None
 
 

@@ -17,7 +17,6 @@ counted in every state, so a rerun of a finished search adds none and a killed o
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -115,7 +114,7 @@ def run_search(sweeper_node: DictConfig, config: DictConfig, launcher: Any, argu
         remember_space(study, space, sweeper.objective, list(execution))
         return _fill(study, space, sweeper, config, launcher, sweep_dir)
     finally:
-        os.close(lock)
+        lock.release()
 
 
 def batch_size(sweeper: Any, config: DictConfig) -> int:

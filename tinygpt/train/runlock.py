@@ -2,11 +2,12 @@
 
 Two processes writing one folder (two terminals, a sweep rerun while an orphaned worker still trains, an
 ``evaluate.py split=test`` appending to a record that a training run is rewriting) interleave checkpoints, CSV
-rows and TensorBoard events and corrupt the run's history. The lock is the same ``fcntl.flock`` primitive as
-the device leases (``tinygpt.launch.leases.try_lock``): the operating system drops it when the holder's file
-descriptor closes, which also happens when the holder dies in any way (``kill -9`` included). So there is no
+rows and TensorBoard events and corrupt the run's history. The lock is the same ``filelock.FileLock`` primitive
+as the device leases (``tinygpt.launch.leases.try_lock``): the operating system drops it when the holder's file
+handle closes, which also happens when the holder dies in any way (``kill -9`` included). So there is no
 stale state to clean up: a lock file left by a dead process is simply taken by the next run; the PID written
-into it is only there to name the holder in the refusal message.
+into it is only there to name the holder in the refusal message (where the system lets a held file be written:
+Windows locks its bytes, and the refusal then says "another process").
 
 Readers (the sweep report, figures) take no lock: run.json and checkpoints are replaced atomically.
 Under multi-process DDP only rank 0 takes it (the other ranks are the same run).
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+
+import filelock
 
 from tinygpt.common.run_folder import lock_path
 from tinygpt.launch.leases import try_lock
@@ -44,17 +47,17 @@ def holder_pid(run_dir: str | Path) -> int | None:
 class RunLock:
     """The held lock of one run folder; ``release()`` (or the end of the process) frees it."""
 
-    def __init__(self, run_dir: Path, fd: int):
-        self.run_dir, self._fd = run_dir, fd
+    def __init__(self, run_dir: Path, lock: filelock.BaseFileLock):
+        self.run_dir, self._lock = run_dir, lock
 
     @property
     def held(self) -> bool:
-        return self._fd is not None
+        return self._lock is not None
 
     def release(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     def __enter__(self) -> RunLock:
         return self
@@ -67,10 +70,13 @@ def lock_run(run_dir: str | Path) -> RunLock:
     """Take the run folder's lock (creating the folder), or raise :class:`RunFolderBusy` naming the holder."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    fd = try_lock(lock_path(run_dir))
-    if fd is None:
+    lock = try_lock(lock_path(run_dir))
+    if lock is None:
         raise RunFolderBusy(run_dir, holder_pid(run_dir))
-    # the lock file's content names the holder; rewritten in place, so a reader sees the old or the new PID
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    return RunLock(run_dir, fd)
+    try:  # the lock file's content names the holder; rewritten in place, so a reader sees the old or the new PID
+        with open(lock_path(run_dir), "r+") as file:  # a second handle: closing it leaves the held lock in place
+            file.truncate(0)
+            file.write(f"{os.getpid()}\n")
+    except OSError:
+        pass  # the holder goes unnamed (a system that locks the file's bytes)
+    return RunLock(run_dir, lock)
