@@ -86,6 +86,7 @@ CASES = [
     ("tinygpt-train", ["sample.top_p=1.5"], "sample.top_p=1.5 is not allowed: must be null or a number in (0, 1]"),
     ("tinygpt-generate", ["{ckpt}", "max_new_tokens=500"], "more than the model's context_length=32"),
     ("tinygpt-generate", ["{ckpt}", "temperature=0"], "temperature=0"),
+    ("tinygpt-generate", ["{ckpt}", "beams=3", "top_k=5"], "beams=3 searches for the likeliest continuation and"),
     ("tinygpt-analyze", ["run_dir=nowhere"], "nowhere"),
     ("tinygpt-params", ["model=tny"], "model=tny: no such choice; did you mean model=tiny?"),
     ("tinygpt-baselines", ["data=textfile", "data.path=missing.txt"], "missing.txt"),

@@ -92,7 +92,7 @@ def test_transformers_gives_the_same_logits_and_greedy_tokens(trained):
     assert got.tolist() == expected.tolist()
 
 
-def test_greedy_tokens_match_on_a_model_that_does_not_repeat_itself(trained, tmp_path):
+def test_greedy_and_beam_tokens_match_on_a_model_that_does_not_repeat_itself(trained, tmp_path):
     """A model trained 4 steps may greedily repeat one token; the same architecture with random weights (gains and
     biases moved off 1 and 0 too) continues with many different tokens, so the 30-token comparison means something."""
     family, _, ckpt, _ = trained
@@ -112,6 +112,13 @@ def test_greedy_tokens_match_on_a_model_that_does_not_repeat_itself(trained, tmp
     expected = generate(model, prompt, 30, greedy=True)
     assert hf.generate(prompt, max_new_tokens=30, do_sample=False).tolist() == expected.tolist()
     assert len(set(expected[0, prompt.shape[1] :].tolist())) >= 5
+    # beam search: transformers' own (num_beams, no end-of-text stop, as tinygpt's runs max_new_tokens)
+    hf.generation_config.eos_token_id = None
+    for beams in (2, 5):
+        ours = generate(model, prompt, 30, beams=beams)
+        theirs = hf.generate(prompt, max_new_tokens=30, do_sample=False, num_beams=beams, eos_token_id=None)
+        assert theirs.tolist() == ours.tolist(), beams
+    assert not torch.equal(generate(model, prompt, 30, beams=5), expected)  # the search found more than the argmax
 
 
 def test_tokenizer_files_round_trip_like_tinygpt(trained):

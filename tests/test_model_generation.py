@@ -121,3 +121,58 @@ def test_top_k_and_top_p_keep_only_the_allowed_tokens():
 def test_bad_sampling_arguments_are_errors(kwargs, message):
     with pytest.raises(ValueError, match=message):
         generate(tiny_model(), torch.zeros(1, 3, dtype=torch.long), 4, **kwargs)
+
+
+def total_log_prob(model, sequence: torch.Tensor, prompt_length: int) -> float:
+    """The summed log-probability of a sequence's continuation under the model."""
+    with torch.no_grad():
+        log_probs = model(sequence[None]).logits[0].log_softmax(-1)
+    steps = range(prompt_length, sequence.shape[0])
+    return sum(log_probs[t - 1, sequence[t]].item() for t in steps)
+
+
+def test_beam_search_wide_enough_is_the_exact_likeliest_continuation():
+    """With as many beams as there are continuations of all but the last step, beam search prunes nothing, so it
+    must return the argmax over every continuation, found here by brute force; a narrow beam may not."""
+    model = tiny_model(vocab_size=7, init_std=0.6)
+    prompt = torch.tensor([[1, 4]])
+    candidates = torch.cartesian_prod(*[torch.arange(7)] * 3)  # every 3-token continuation
+    scores = [total_log_prob(model, torch.cat([prompt[0], c]), 2) for c in candidates]
+    best = candidates[max(range(len(scores)), key=scores.__getitem__)]
+    searched = generate(model, prompt, 3, beams=49)
+    assert searched[0, 2:].tolist() == best.tolist()
+    assert total_log_prob(model, searched[0], 2) == pytest.approx(max(scores), abs=1e-12)
+    assert generate(model, prompt, 3, beams=1).tolist() == generate(model, prompt, 3, greedy=True).tolist()
+
+
+@pytest.mark.parametrize("name", ["rope", "gqa", "alibi", "learned", "moe"])
+def test_beam_search_is_the_same_with_or_without_the_cache_and_row_by_row(name):
+    model = tiny_model(**VARIANTS[name])
+    prompts = torch.randint(0, 61, (3, 4), generator=torch.Generator().manual_seed(3))
+    cached = generate(model, prompts, 12, beams=4)
+    assert torch.equal(cached, generate(model, prompts, 12, beams=4, use_cache=False))
+    for row in range(3):  # the rows of a batch are searched independently
+        assert torch.equal(cached[row : row + 1], generate(model, prompts[row : row + 1], 12, beams=4))
+    assert torch.equal(cached[:, :4], prompts)
+
+
+def test_beam_search_follows_an_lstms_state():
+    from tinygpt.model.lstm import CharLSTM, LSTMConfig
+
+    torch.manual_seed(0)
+    model = CharLSTM(LSTMConfig(vocab_size=23, context_length=32, d_model=16, n_layers=2)).double().eval()
+    prompt = torch.tensor([[3, 5, 7]])
+    assert torch.equal(generate(model, prompt, 10, beams=3), generate(model, prompt, 10, beams=3, use_cache=False))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"beams": 0}, r"beams=0 must be null \(sampling\) or a whole number of beams, at least 1"),
+        ({"beams": 3, "top_k": 5}, r"beams=3 searches for the likeliest continuation and samples nothing: drop top_k"),
+        ({"beams": 2, "temperature": 0.7}, r"drop temperature=0.7"),
+    ],
+)
+def test_beam_search_refuses_sampling_settings(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        generate(tiny_model(), torch.tensor([[1]]), 3, **kwargs)

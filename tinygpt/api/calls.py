@@ -77,8 +77,10 @@ def generate(
     top_k: int | None = None,
     top_p: float | None = None,
     seed: int | None = None,
+    beams: int | None = None,
 ) -> str:
-    """The prompt and its continuation, as text (KV cache; ``seed`` makes the sampling repeatable)."""
+    """The prompt and its continuation, as text (KV cache; ``seed`` makes the sampling repeatable; ``beams=k``
+    searches k beams for the likeliest continuation instead of sampling)."""
     ids = torch.tensor([tokenizer.encode(prompt)], dtype=torch.long)
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(seed) if seed is not None else None
@@ -90,6 +92,7 @@ def generate(
         top_k=top_k,
         top_p=top_p,
         generator=generator,
+        beams=beams,
     )
     return tokenizer.decode(out[0].tolist())
 

@@ -2,6 +2,7 @@
 
     tinygpt-generate outputs/runs/default/default/checkpoints/last.ckpt prompt="The Time Traveller" \
         max_new_tokens=300 temperature=0.8 top_k=50 seed=0
+    tinygpt-generate outputs/runs/default/default beams=4               # beam search
     tinygpt-generate ckpt=outputs/runs/default/default/checkpoints/last.ckpt greedy=true
 
 A checkpoint (or a run folder, for the checkpoint it ended on) can be given bare or as ckpt=, unquoted
@@ -52,6 +53,7 @@ def main(cfg: DictConfig) -> None:
         top_p=cfg.top_p,
         greedy=cfg.greedy,
         generator=generator,
+        beams=cfg.beams,
     )
     print(tokenizer.decode(out[0].tolist()))
 

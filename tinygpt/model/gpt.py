@@ -484,6 +484,11 @@ class KVCache:
         self.position = 0
         self.mask = None
 
+    def reorder(self, rows: torch.Tensor) -> None:
+        """Keep the stored rows ``rows`` (a beam search's kept beams, each from the row it continues)."""
+        self.keys = [k.index_select(0, rows) for k in self.keys]
+        self.values = [v.index_select(0, rows) for v in self.values]
+
     def begin(self, n_new: int, batch_size: int) -> None:
         """Check that n_new more positions fit, and build the attention mask the layers share for them."""
         if batch_size != self.batch_size:

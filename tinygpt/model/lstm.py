@@ -61,6 +61,11 @@ class LSTMState:
         self.hc: tuple[torch.Tensor, torch.Tensor] | None = None
         self.position = 0
 
+    def reorder(self, rows: torch.Tensor) -> None:
+        """Keep the states of rows ``rows`` (a beam search's kept beams, each from the row it continues)."""
+        if self.hc is not None:
+            self.hc = (self.hc[0].index_select(1, rows), self.hc[1].index_select(1, rows))
+
 
 class CharLSTM(nn.Module):
     def __init__(self, config: LSTMConfig, speed: SpeedConfig = DEFAULT):
