@@ -19,6 +19,14 @@ from tinygpt.data.errors import DataError
 from tinygpt.metrics import score
 from tinygpt.train.checkpoints import load_model
 from tinygpt.train.score_once import check_request, held_out_scoring, record_scoring
+from tinygpt.train.trackers import log_held_out
+
+HELD_OUT_METRICS = {  # score()'s keys -> the names the dev scores have in the loggers (dev/bpb, ...)
+    "bits_per_byte": "bpb",
+    "loss": "loss",
+    "bits_per_token": "bits_per_token",
+    "bits_per_char": "bits_per_char",
+}
 
 
 def evaluate(
@@ -67,6 +75,11 @@ def evaluate(
                     "source": "evaluate",
                 },
             )
+    # the run's tracker runs (wandb, MLflow) get the held-out scores beside its dev curve
+    log_held_out(
+        run_dir,
+        [(row["step"] or 0, {f"test/{name}": row[key] for key, name in HELD_OUT_METRICS.items()}) for row in rows],
+    )
     return rows
 
 

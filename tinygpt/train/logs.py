@@ -29,6 +29,7 @@ from lightning.pytorch.utilities import rank_zero_only
 
 from tinygpt.common.files import atomic_write
 from tinygpt.common.run_folder import CSV_METRICS
+from tinygpt.train.trackers import remember, tracker_kwargs, tracker_of_target
 
 if TYPE_CHECKING:
     from tinygpt.model import GPTConfig, LSTMConfig
@@ -93,14 +94,21 @@ def flush(loggers) -> None:
             experiment.flush()
 
 
-def build_loggers(run: RunConfig, run_dir: Path, resume_step: int, model: GPTConfig | LSTMConfig) -> list:
+def build_loggers(
+    run: RunConfig, run_dir: Path, resume_step: int, model: GPTConfig | LSTMConfig, config: dict | None = None
+) -> list:
     """The run's loggers (``logger.*``, Hydra instantiate targets), continuing from ``resume_step``, with the run's
     switches in their hparams (TensorBoard's hparams tab pairs them with the best dev score; a resumed session's
-    TensorBoard already has them)."""
-    loggers = [
-        instantiate(logger, save_dir=str(run_dir), **resume_kwargs(logger["_target_"], resume_step))
-        for logger in run.logger.values()
-    ]
+    TensorBoard already has them). A tracker (wandb, MLflow: tinygpt/train/trackers.py) gets the resolved
+    ``config`` (run.json's) as its parameters, and the run folder remembers its tracker run."""
+    loggers = []
+    for logger in run.logger.values():
+        tracker = tracker_of_target(logger["_target_"])
+        if tracker is None:
+            kwargs = {"save_dir": str(run_dir), **resume_kwargs(logger["_target_"], resume_step)}
+        else:
+            kwargs = tracker_kwargs(tracker, dict(logger), run_dir, resume_step, run.name)
+        loggers.append(instantiate(logger, **kwargs))
     switches = {
         **{f"model/{k}": ("null" if v is None else v) for k, v in vars(model).items()},
         **{f"optim/{k}": str(v) if isinstance(v, list) else v for k, v in vars(run.optim).items()},
@@ -110,11 +118,16 @@ def build_loggers(run: RunConfig, run_dir: Path, resume_step: int, model: GPTCon
         "seed": run.seed,
         "max_steps": run.trainer["max_steps"],
     }
-    for logger in loggers:
+    for logger, node in zip(loggers, run.logger.values(), strict=True):
         if isinstance(logger, TensorBoardLogger) and resume_step:
             continue  # logged by the session that started the run (a second copy would repeat its step-0 metric)
         if isinstance(logger, TensorBoardLogger):
             logger.log_hyperparams(switches, metrics={"hp/best_dev_bpb": math.nan})
+        elif (tracker := tracker_of_target(node["_target_"])) is not None:
+            if tracker == "mlflow" and resume_step:
+                continue  # MLflow's parameters cannot change: the session that started the run logged them
+            logger.log_hyperparams(config if config is not None else switches)
         else:
             logger.log_hyperparams(switches)
+    remember(run_dir, loggers)
     return loggers

@@ -34,6 +34,7 @@ from tinygpt.train import device_settings
 from tinygpt.train.callbacks import build_callbacks
 from tinygpt.train.schema import ConfigError, RunConfig, parse_run_config
 from tinygpt.train.score_once import check_score_once
+from tinygpt.train.trackers import check_trackers
 
 # the run this process's single run was parsed into by ConfigPreflight, until the program takes it
 _checked: list[RunConfig] = []
@@ -62,6 +63,7 @@ def check_run_config(cfg: DictConfig) -> RunConfig:
     run = parse_run_config(cfg)
     # a precision Lightning does not know, an accelerator this machine lacks: one line now, not a traceback later
     device_settings.choose(run.trainer.get("accelerator", "auto"), run.trainer.get("precision", "auto"))
+    check_trackers(run.logger)  # logger=wandb without wandb installed: the pip command, now
     once = run.score_once
     check_score_once(
         list(once.steps),

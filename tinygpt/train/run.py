@@ -42,6 +42,7 @@ from tinygpt.train.schema import ConfigError, RunConfig
 from tinygpt.train.score_once import check_pre_registration, pre_registration
 from tinygpt.train.speed import SpeedMonitor
 from tinygpt.train.summary import summarize
+from tinygpt.train.trackers import finish_trackers
 
 
 def train(
@@ -122,7 +123,7 @@ def train(
             session={"device_choice": device.why, "speed": device.record()},
         )
         # a resumed run continues its CSV and TensorBoard histories from the checkpoint's step (tinygpt/train/logs.py)
-        loggers = build_loggers(run, run_dir, resume_step, module.model_config)
+        loggers = build_loggers(run, run_dir, resume_step, module.model_config, written)
         trainer = L.Trainer(
             **run.trainer,
             logger=loggers,
@@ -159,7 +160,8 @@ def train(
         except BaseException as err:
             outcome = {"status": "failed", "error": f"{type(err).__name__}: {err}"}
             raise
-        finally:  # the record says how the session ended, whichever way it did
+        finally:  # the record says how the session ended, whichever way it did; so do the trackers
             result = record.finish(**outcome, step=trainer.global_step)
+            finish_trackers(loggers, outcome["status"])
         summarize(result, run_dir, loggers, export_refusal)
         return result

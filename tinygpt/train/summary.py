@@ -9,6 +9,7 @@ from pathlib import Path
 from tinygpt.common.run_folder import DEV_BITS_PER_BYTE, checkpoints_dir, last_checkpoint, record_path
 from tinygpt.common.say import say
 from tinygpt.launch.placement import in_multirun
+from tinygpt.train.trackers import where
 
 
 def summarize(result: dict, run_dir: Path, loggers, export_refusal: Callable[[Path], str | None] | None = None) -> None:
@@ -26,7 +27,7 @@ def summarize(result: dict, run_dir: Path, loggers, export_refusal: Callable[[Pa
         say(f"stopped early by the search's pruner at step {result['pruned']['step']} (run.json: status pruned)")
     say(f"sample:\n{result['sample']}\n")
     for logger in loggers:
-        say(f"{type(logger).__name__} logs: {logger.log_dir}")
+        say(f"{type(logger).__name__} logs: {where(logger) or logger.log_dir}")
     say(f"checkpoints: {checkpoints_dir(run_dir)}; run record: {record_path(run_dir)}")
     refused = export_refusal(last_checkpoint(run_dir)) if export_refusal else None
     for line in next_steps(run_dir, refused):
