@@ -149,7 +149,11 @@ def test_help_lists_each_groups_choices_and_no_schema(tmp_path):
 
 @pytest.mark.parametrize(
     ("program", "keys"),
-    [("tinygpt-generate", ["ckpt", "prompt", "top_p", "greedy"]), ("tinygpt-evaluate", ["run_dir", "split"])],
+    [
+        ("tinygpt-generate", ["ckpt", "prompt", "top_p", "greedy", "beams"]),
+        ("tinygpt-evaluate", ["run_dir", "split"]),
+        ("tinygpt-lm-eval", ["ckpt", "tasks", "limit", "batch_size", "include_path"]),
+    ],
 )
 def test_a_tools_help_lists_the_keys_it_takes_not_the_training_groups(tmp_path, program, keys):
     done = subprocess.run([str(BIN / program), "--help"], cwd=tmp_path, capture_output=True, text=True)
@@ -221,3 +225,18 @@ def test_a_sweep_checks_every_job_before_it_writes_anything(tmp_path, small_corp
     assert "Launching" not in done.stdout + done.stderr
     assert [p.name for p in sweep.iterdir()] == ["multirun.yaml"]
     assert (sweep / "multirun.yaml").read_text() == "an earlier sweep's\n"
+
+
+def test_lm_eval_without_the_harness_names_the_extra(inputs, tmp_path, monkeypatch, capsys):
+    """As after `pip install tinygpt` without [lm-eval]: one line with the pip command, nothing written."""
+    from tinygpt.cli import lm_eval
+
+    monkeypatch.setitem(sys.modules, "lm_eval", None)  # `import lm_eval` now fails as if not installed
+    monkeypatch.setattr(sys, "argv", ["tinygpt-lm-eval", str(inputs["run"]), "tasks=hellaswag"])
+    with pytest.raises(SystemExit) as stopped:
+        lm_eval.main()
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err.strip() == (
+        "[tinygpt] error: tinygpt-lm-eval needs lm-eval: pip install 'tinygpt[lm-eval]'"
+    )
+    assert not (inputs["run"] / "lm_eval").exists()

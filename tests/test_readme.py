@@ -40,6 +40,7 @@ PROGRAMS = {
     "tinygpt-params": (CONF, "params"),
     "tinygpt-import-hf": (CONF, "tools/import_hf"),
     "tinygpt-prepare": (CONF, "tools/prepare"),
+    "tinygpt-lm-eval": (CONF, "tools/lm_eval"),
 }
 
 

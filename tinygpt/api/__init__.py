@@ -8,6 +8,6 @@ exact resume), ``load`` reads any tinygpt checkpoint into its model and tokenize
 docs/python_api.md shows each in use.
 """
 
-from tinygpt.api.calls import build, compose, generate, load, score_text, train
+from tinygpt.api.calls import build, compose, generate, load, score_continuation, score_text, train
 
-__all__ = ["build", "compose", "generate", "load", "score_text", "train"]
+__all__ = ["build", "compose", "generate", "load", "score_continuation", "score_text", "train"]

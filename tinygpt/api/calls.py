@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig
 
+from tinygpt.analysis.harness import encode_pair
 from tinygpt.cli.config import compose_run_config
 from tinygpt.common.errors import ConfigError, PathError
 from tinygpt.common.run_folder import TRAIN_LOG
@@ -108,3 +109,18 @@ def score_text(model: torch.nn.Module, tokenizer: Tokenizer, text: str, batch_si
     windows = SlidingWindowDataset(encoded.ids, encoded.token_bytes, encoded.token_chars, context, encoded.token_doc)
     loader = torch.utils.data.DataLoader(windows, batch_size=batch_size)
     return score(model, loader, next(model.parameters()).device)
+
+
+def score_continuation(model: torch.nn.Module, tokenizer: Tokenizer, context: str, continuation: str) -> float:
+    """The log-probability (natural log, summed over its tokens) of ``continuation`` after ``context``: what a
+    multiple-choice benchmark compares between choices. The text is split as lm-evaluation-harness splits it (the
+    context's trailing spaces go with the continuation) and cut on the left to the model's context."""
+    head, tail = encode_pair(tokenizer, context, continuation)
+    if not head or not tail:
+        raise ConfigError("score_continuation: the context and the continuation must each hold at least one token")
+    text = (head + tail)[-(model.config.context_length + 1) :]
+    device = next(model.parameters()).device
+    with torch.no_grad():
+        logits = model(torch.tensor([text[:-1]], device=device)).logits[0].float()
+    log_probs = logits.log_softmax(-1)[-len(tail) :]
+    return float(log_probs.gather(-1, torch.tensor(tail, device=device)[:, None]).double().sum())

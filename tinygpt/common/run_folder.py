@@ -33,6 +33,7 @@ LAST_CHECKPOINT = "last.ckpt"  # the full training state, for resume
 KEPT_CHECKPOINT = "step{step:06d}"  # ModelCheckpoint's filename template for kept (weights-only) checkpoints
 IMPORTED_CHECKPOINT = "imported.ckpt"  # a model imported from Hugging Face (tinygpt/export/import_hf.py)
 RUN_LOCK = "run.lock"  # one writer per folder (tinygpt/train/runlock.py)
+LM_EVAL = "lm_eval"  # folder: lm-evaluation-harness results, one <task>.json each (tinygpt/analysis/harness.py)
 PLACEMENT = "placement.json"  # the device a sweep job leased (tinygpt/launch/placement.py)
 TENSORBOARD_DIR = "tb"  # conf/logger/tensorboard.yaml's name
 CSV_DIR = "csv"  # conf/logger/csv.yaml's name; the file inside is Lightning's

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from tinygpt.common.errors import ConfigError, PathError
 from tinygpt.common.run_folder import DEV_BITS_PER_BYTE, DEV_LOSS
+from tinygpt.report.benchmarks import benchmarks_section
 from tinygpt.report.beside_baselines import baselines_section
 from tinygpt.report.comparisons import (
     Reference,
@@ -228,6 +229,7 @@ def write_report(
                 "## Beside the baselines (dev)",
             )
         )
+    sections += "\n".join(benchmarks_section(jobs))
     if has_diagnostics(jobs):
         sections += "\n".join(
             [
