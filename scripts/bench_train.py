@@ -1,9 +1,9 @@
 """Time training steps: tokens/s and MFU per shape, precision and switch, Lightning against a plain loop.
 
-The program is tinygpt/cli/bench_train.py (also the console command tinygpt-bench-train); see its docstring.
+The program is tinygpt/bench/train.py (also the console command tinygpt-bench-train); see its docstring.
 """
 
-from tinygpt.cli.bench_train import main
+from tinygpt.bench.train import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -8,7 +8,7 @@ from pathlib import Path
 
 # Python puts this file's folder first on sys.path, where this file would be found as the harness's `lm_eval`
 # package; the harness is the installed one.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+sys.path[:] = [p for p in sys.path if not (Path(p or ".") / "lm_eval.py").is_file()]
 
 from tinygpt.cli.lm_eval import main  # noqa: E402
 

@@ -1,9 +1,9 @@
 """Where a training step's time goes (003's timing table).
 
-The program is tinygpt/cli/step_parts.py (also the console command tinygpt-step-parts); see its docstring.
+The program is tinygpt/bench/step_parts.py (also the console command tinygpt-step-parts); see its docstring.
 """
 
-from tinygpt.cli.step_parts import main
+from tinygpt.bench.step_parts import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from tinygpt.cli import bench_data
+from tinygpt.bench import data as bench_data
 
 
 def test_bench_data_writes_its_page(tmp_path, monkeypatch):

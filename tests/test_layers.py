@@ -27,7 +27,7 @@ LAYERS: list[set[str]] = [
     {"baselines", "export", "report"},  # read trained runs: baseline scores, HF export/import, sweep report
     {"analysis"},  # explains scores, using baselines' texts and summaries
     {"cli"},  # the command-line programs
-    {"api"},  # the Python API: the same calls as the programs, from Python
+    {"bench", "api"},  # the benchmark programs (on the programs' parsing); the Python API: the programs' calls
 ]
 TOP = "tinygpt"  # tinygpt/__init__.py imports nothing
 

@@ -8,7 +8,8 @@ import pytest
 import torch
 from conftest import compose_train, requires_data
 
-from tinygpt.cli import bench_train, step_parts
+from tinygpt.bench import step_parts
+from tinygpt.bench import train as bench_train
 from tinygpt.data import build_datamodule
 from tinygpt.train import device_settings
 from tinygpt.train.module import GPTModule, build_module

@@ -12,7 +12,7 @@ import torch
 from tinygpt.metrics import unigram_entropy_bits
 from tinygpt.model import GPT, GPTConfig
 from tinygpt.report.report import write_report
-from tinygpt.train.collapse import attention_grad_norms, prediction_tvd
+from tinygpt.train.callbacks.collapse import attention_grad_norms, prediction_tvd
 from tinygpt.train.module import GPTModule
 from tinygpt.train.run import train
 

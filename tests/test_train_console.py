@@ -15,14 +15,9 @@ import tomllib
 from conftest import PYTHON, REPO
 from lightning.pytorch.callbacks import TQDMProgressBar
 
-from tinygpt.cli import bench_generate
-from tinygpt.train.console import (
-    TIP_LOGGERS,
-    LineProgress,
-    NoThirdPartyTips,
-    progress_callback,
-    silence_third_party_tips,
-)
+from tinygpt.bench import generate as bench_generate
+from tinygpt.train.callbacks.progress import LineProgress, progress_callback
+from tinygpt.train.console import TIP_LOGGERS, NoThirdPartyTips, silence_third_party_tips
 
 ENTRY_POINTS = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
 
@@ -72,10 +67,10 @@ def test_installed_commands_answer_help_from_anywhere(command, expected, tmp_pat
 
 
 def test_progress_style_is_chosen_at_trainer_build(monkeypatch):
-    monkeypatch.setattr("tinygpt.train.console.is_terminal", lambda: False)
+    monkeypatch.setattr("tinygpt.train.callbacks.progress.is_terminal", lambda: False)
     auto = progress_callback("auto", 7)
     assert isinstance(auto, LineProgress) and auto.every_n_steps == 7
-    monkeypatch.setattr("tinygpt.train.console.is_terminal", lambda: True)
+    monkeypatch.setattr("tinygpt.train.callbacks.progress.is_terminal", lambda: True)
     assert isinstance(progress_callback("auto", 7), TQDMProgressBar)
     assert isinstance(progress_callback("lines", 3), LineProgress)
     assert isinstance(progress_callback("bar", 3), TQDMProgressBar)
@@ -159,7 +154,7 @@ def test_dev_scoring_progress_shows_the_share_done_and_the_time_left(monkeypatch
     from types import SimpleNamespace
 
     from tinygpt.common import progress as progress_module
-    from tinygpt.train.console import LineProgress
+    from tinygpt.train.callbacks.progress import LineProgress
 
     said = []
     monkeypatch.setattr(progress_module, "say", said.append)

@@ -19,8 +19,8 @@ from conftest import PYTHON, REPO
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from tinygpt.common.run_folder import RUN_LOCK as LOCK_NAME
+from tinygpt.train.callbacks.last_checkpoint import TrainingInterrupted
 from tinygpt.train.checkpoints import CheckpointError, check_resumable
-from tinygpt.train.last_checkpoint import TrainingInterrupted
 from tinygpt.train.module import GPTModule
 from tinygpt.train.run import train
 from tinygpt.train.runlock import RunFolderBusy, lock_run

@@ -86,7 +86,7 @@ def test_run_writes_record_checkpoints_and_tensorboard(tiny_cfg, tmp_path):
 
 def test_a_run_without_a_dev_split_still_records_its_sample_and_mfu(tiny_cfg, tmp_path):
     """No validation ever runs: the sampler samples once when training ends, and the speed monitor reads the
-    model's FLOPs per token when training starts (tinygpt/train/callbacks.py)."""
+    model's FLOPs per token when training starts (tinygpt/train/callbacks/__init__.py)."""
     record = train(tiny_cfg("data.dev=none", "trainer.max_steps=3", "sample.prompt=a"), tmp_path)
     assert record["status"] == "finished" and record["curve"] == []
     assert isinstance(record["sample"], str) and record["sample"].startswith("a") and len(record["sample"]) > 1
@@ -365,7 +365,10 @@ def test_a_callback_added_in_the_config_runs_and_one_dropped_is_gone(tiny_cfg, t
     ("override", "message"),
     [
         ("~callbacks.last_checkpoint", r"^callbacks: no tinygpt\.train\.last_checkpoint\.LastCheckpoint; a run"),
-        ("callbacks.speed._target_=tinygpt.train.speed.SpeedMonitr", r"^callbacks\.speed \(tinygpt\.train\.speed\.Sp"),
+        (
+            "callbacks.speed._target_=tinygpt.train.callbacks.throughput.ThroughputMonitr",
+            r"^callbacks\.speed \(tinygpt\.train\.callbacks\.throughput\.Th",
+        ),
         ("checkpoint.every_n_steps=0", r"^checkpoint\.every_n_steps=0 is not allowed: must be a positive integer$"),
         ("progress.style=fancy", r"^progress\.style='fancy' is not allowed: must be one of auto"),
         ("+callbacks.nothing.a=1", r"^callbacks\.nothing: give a _target_"),

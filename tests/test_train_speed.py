@@ -6,7 +6,8 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-import tinygpt.train.speed as speed
+import tinygpt.train.callbacks.throughput as monitor
+import tinygpt.train.peak as peak
 from tinygpt.train.checkpoints import load_model
 from tinygpt.train.run import train
 
@@ -15,9 +16,9 @@ def test_matmul_peak_is_a_rate_and_leaves_the_global_random_state_alone():
     torch.manual_seed(0)
     expected = torch.rand(3)
     torch.manual_seed(0)
-    peak = speed.matmul_peak(torch.float32)
+    rate = peak.matmul_peak(torch.float32)
     assert torch.equal(torch.rand(3), expected)  # dropout and batches draw the same with or without it
-    assert 1e8 < peak < 1e16
+    assert 1e8 < rate < 1e16
 
 
 @pytest.mark.parametrize(
@@ -31,7 +32,7 @@ def test_matmul_peak_is_a_rate_and_leaves_the_global_random_state_alone():
     ],
 )
 def test_compute_dtype_of_each_precision(precision, dtype):
-    assert speed.compute_dtype(precision) == dtype
+    assert peak.compute_dtype(precision) == dtype
 
 
 def mfu_and_rate(run_dir) -> tuple[float, float]:
@@ -41,7 +42,7 @@ def mfu_and_rate(run_dir) -> tuple[float, float]:
 
 def test_a_run_without_a_configured_peak_measures_one_in_its_compute_dtype(tiny_cfg, tmp_path, monkeypatch, capsys):
     asked = []
-    monkeypatch.setattr(speed, "matmul_rates", lambda dtype, device: asked.append((dtype, str(device))) or [1e9])
+    monkeypatch.setattr(monitor, "matmul_rates", lambda dtype, device: asked.append((dtype, str(device))) or [1e9])
     train(tiny_cfg(), tmp_path)
     assert asked == [(torch.float32, "cpu")]
     assert "matmul peak, measured now: 1.0 GFLOP/s (32-true; set speed.peak_flops to fix it)" in capsys.readouterr().out
@@ -52,17 +53,17 @@ def test_a_run_without_a_configured_peak_measures_one_in_its_compute_dtype(tiny_
 
 def test_a_peak_measured_on_a_busy_machine_says_so(tiny_cfg, tmp_path, monkeypatch, capsys):
     """The 1.4-to-91.5 GFLOP/s of a busy machine: the repeats' spread is reported, with what to do."""
-    monkeypatch.setattr(speed, "matmul_rates", lambda dtype, device: [91.5e9, 1.4e9, 60e9])
+    monkeypatch.setattr(monitor, "matmul_rates", lambda dtype, device: [91.5e9, 1.4e9, 60e9])
     train(tiny_cfg(), tmp_path)
     out = capsys.readouterr().out
     assert "the peak's 3 matmuls ranged from 1.4 to 91.5 GFLOP/s: something else is using the cores" in out
-    monkeypatch.setattr(speed, "matmul_rates", lambda dtype, device: [91.5e9, 80e9, 90e9])  # quiet: within 1.5x
+    monkeypatch.setattr(monitor, "matmul_rates", lambda dtype, device: [91.5e9, 80e9, 90e9])  # quiet: within 1.5x
     train(tiny_cfg(), tmp_path / "quiet")
     assert "something else is using the cores" not in capsys.readouterr().out
 
 
 def test_a_configured_peak_is_used_and_nothing_is_measured(tiny_cfg, tmp_path, monkeypatch):
-    monkeypatch.setattr(speed, "matmul_rates", lambda *a: pytest.fail("measured although speed.peak_flops is set"))
+    monkeypatch.setattr(monitor, "matmul_rates", lambda *a: pytest.fail("measured although speed.peak_flops is set"))
     train(tiny_cfg("speed.peak_flops=2e9"), tmp_path)
     model = load_model(tmp_path / "checkpoints" / "last.ckpt")[0]
     mfu, rate = mfu_and_rate(tmp_path)
@@ -79,7 +80,7 @@ def peaks(bf16: float, fp32: float, asked: list):
 
 def test_a_bf16_run_slower_than_fp32_on_this_machine_warns_once_with_both_peaks(tiny_cfg, tmp_path, monkeypatch):
     asked = []
-    monkeypatch.setattr(speed, "matmul_rates", peaks(bf16=1.3e9, fp32=62e9, asked=asked))
+    monkeypatch.setattr(monitor, "matmul_rates", peaks(bf16=1.3e9, fp32=62e9, asked=asked))
     with pytest.warns(UserWarning, match="trainer.precision=bf16-mixed") as caught:
         train(tiny_cfg("trainer.precision=bf16-mixed"), tmp_path)
     assert asked == [torch.bfloat16, torch.float32]
@@ -94,7 +95,7 @@ def test_a_bf16_run_slower_than_fp32_on_this_machine_warns_once_with_both_peaks(
 
 
 def test_a_bf16_run_faster_than_fp32_does_not_warn(tiny_cfg, tmp_path, monkeypatch, recwarn):
-    monkeypatch.setattr(speed, "matmul_rates", peaks(bf16=865e9, fp32=205e9, asked=[]))
+    monkeypatch.setattr(monitor, "matmul_rates", peaks(bf16=865e9, fp32=205e9, asked=[]))
     train(tiny_cfg("trainer.precision=bf16-mixed"), tmp_path)
     assert not [w for w in recwarn if "trainer.precision=" in str(w.message)]
-    assert speed.slow_half_precision("bf16-mixed", 205e9, 205e9) is None  # equal is not slower
+    assert peak.slow_half_precision("bf16-mixed", 205e9, 205e9) is None  # equal is not slower

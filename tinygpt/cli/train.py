@@ -18,7 +18,7 @@ from tinygpt.common.run_folder import DEV_BITS_PER_BYTE
 from tinygpt.common.say import say
 from tinygpt.export.export import export_refusal
 from tinygpt.launch.orphans import exit_if_orphaned
-from tinygpt.train.last_checkpoint import TrainingInterrupted
+from tinygpt.train.callbacks.last_checkpoint import TrainingInterrupted
 from tinygpt.train.preflight import take_checked
 from tinygpt.train.run import train
 

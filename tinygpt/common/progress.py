@@ -3,7 +3,8 @@
 Why: scoring a large dev or held-out split (sliding windows, every token once) can take minutes, and a program
 that prints nothing meanwhile looks hung. Short scorings, the usual case, stay silent. Used by the standalone
 scoring (tinygpt/metrics/scoring.py: evaluate, analyze, a run's final score) and by the training progress lines'
-validations (tinygpt/train/console.py), and by the encoding of a corpus's train split (tinygpt/data/datamodule.py).
+validations (tinygpt/train/callbacks/progress.py), and by the encoding of a corpus's train split
+(tinygpt/data/datamodule.py).
 The clock is an argument so that tests need not wait.
 """
 

@@ -583,7 +583,7 @@ def _fit_texts(pieces: tuple[Piece, ...], config: DataConfig) -> Iterator[str]:
     """What the tokenizer is fitted on: ``_fitted_chunks``, each cut into parts of about PART_CHARS where no
     pre-token crosses (``split_text``, as for encoding). The trainer counts the same words, so the merges are the
     same, and ``tokenizers``' trainer counts the parts on every core, where a few whole chunks of several MiB left
-    a core idle (a BPE fit on 24 MiB: 3.3 s in parts, 5.0 s whole, on two cores)."""
+    a core idle (docs/benchmarks/README.md)."""
     for chunk in _fitted_chunks(pieces, config):
         yield from split_text(chunk, PART_CHARS)
 

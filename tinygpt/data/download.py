@@ -82,6 +82,9 @@ def _download_one(remote: RemoteFile, destination: Path) -> None:
         urls={destination.name: remote.url},
         retry_if_failed=DOWNLOAD_RETRIES,
     )
+    logger = pooch.get_logger()  # its "Downloading file ..." and "will attempt again" lines: the error says it all
+    level = logger.level
+    logger.setLevel("WARNING")
     try:
         fetcher.fetch(destination.name, downloader=lambda url, output, _: fetch_url(url, Path(output)))
     except BaseException as error:
@@ -93,6 +96,8 @@ def _download_one(remote: RemoteFile, destination: Path) -> None:
                 f"tries); nothing was saved. Put the right file at {destination} by hand."
             ) from None
         raise
+    finally:
+        logger.setLevel(level)
 
 
 def _offline_message(

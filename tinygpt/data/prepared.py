@@ -430,7 +430,7 @@ def scan_documents(named: Sequence[tuple[str, Path]]) -> list[Document]:
     """Each (name, file) checked as UTF-8 and its characters counted (tinygpt/data/documents.py's scan_document),
     once: the counts are kept under the prepared root (``scans/``), keyed by the files' identity (path, size,
     modification time, as a prepared folder is), so that a later start over the same files reads none of them. A
-    folder of 2 GiB took 3 s a start to scan (docs/benchmarks/data.md); a changed file changes the key and is
+    folder of gigabytes took seconds a start to scan (docs/benchmarks/data.md); a changed file changes the key and is
     scanned, and checked, again."""
     identity = file_identity([path for _, path in named])
     cached = prepared_root() / SCANS / f"{fingerprint({'scan': [name for name, _ in named], 'files': identity})}.json"

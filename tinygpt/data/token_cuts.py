@@ -77,8 +77,8 @@ def cut_by_tokens(
 
 class _Ids:
     """The scratch file's ids, read a block at a time with ``os.pread`` into memory the block owns: a memory map
-    read to its end would keep every page it touched in the process's resident set (4,290 MiB of them for the 2 GiB
-    corpus's bytes), though the kernel could drop them. Closed with the last reader."""
+    read to its end would keep every page it touched in the process's resident set (docs/benchmarks/data.md),
+    though the kernel could drop them. Closed with the last reader."""
 
     def __init__(self, fd: int, dtype: np.dtype):
         self.fd, self.dtype = fd, dtype

@@ -116,7 +116,7 @@ _Encoded = TypeVar("_Encoded")
 def _on_all_cores(encode: Callable[[str], _Encoded], texts: Sequence[str]) -> list[_Encoded]:
     """``encode`` of each text, in order, on a thread per core this process may use: numpy's array work releases
     the GIL, so the numpy encoders (char, bytes) run the parts of a chunk side by side, as ``encode_batch`` runs a
-    Hugging Face tokenizer's (1.9x on 2 cores for char ids, measured on 32 MiB of Shakespeare)."""
+    Hugging Face tokenizer's (docs/benchmarks/README.md)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if os.environ.get("TOKENIZERS_PARALLELISM", "").lower() in ("false", "0"):  # tokenizers' own switch, as in Rust
         cores = 1

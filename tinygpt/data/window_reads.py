@@ -2,24 +2,17 @@
 
 Why not index the memory map, as nanoGPT does: a batch's windows are random, so on a corpus of gigabytes nearly
 every window touches pages the run has never touched, and on a mapped file each such page is a page fault, taken
-one after another on the training loop's thread. Measured on a 2-core AMD EPYC VM with a network disk, 64 windows
-of 257 ``uint16`` ids a batch from a 2.1 G-token file, fresh windows each batch, one thread
-(docs/benchmarks/data.md):
+one after another on the training loop's thread: from disk (a corpus larger than the page cache), each fault
+waits for its own read before the next window's starts. Asking for the batch's pages first
+(``posix_fadvise(WILLNEED)``, which starts their reads and returns) lets the disk serve them side by side. From
+the page cache the two read at about the same rate; what the reads add there is memory: the pages a run has read
+do not stay in its resident set, which over a long run on a large corpus would grow toward the file's size
+(nanoGPT maps its file again every batch for this reason). The measurements, on disk and from the cache, are in
+docs/benchmarks/data.md.
 
-- from disk (a corpus larger than the page cache), each fault waits for its own read before the next window's
-  starts: 0.7-1.3 M tokens/s indexing the map, about the 1 M tokens/s a GPT-2 124M trains at on one H100. Asking
-  for the batch's pages first (``posix_fadvise(WILLNEED)``, which starts their reads and returns) lets the disk
-  serve them side by side: 5.5-22 M tokens/s;
-- from the page cache, the two are close: copying a window's 514 bytes out with ``preadv`` read 32-43 M tokens/s
-  against 18-34 indexing the map when measured apart, and 14-42 against 30-38 in the benchmark's rounds, which
-  each follow a round from disk (not explained). What the reads add there is memory: the pages a run has read do
-  not stay in its resident set, which over a long run on a large corpus would grow toward the file's size (a map
-  read to its end held 4,290 MiB of a 2 GiB corpus's bytes: token_cuts.py; nanoGPT maps its file again every
-  batch for this reason).
-
-Asking for the next batches' pages ahead too, to overlap their reads with the model's step, made no measurable
-difference on that machine, so each batch asks for its own. Only the reads change: the ids are those of indexing
-the map (tests/test_data_window_reads.py), so batches, and resuming, are as before.
+Each batch asks for its own pages only: asking for the next batches' too, to overlap their reads with the model's
+step, made no measurable difference (docs/benchmarks/data.md). Only the reads change: the ids are those of
+indexing the map (tests/test_data_window_reads.py), so batches, and resuming, are as before.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ re-parented and kept training, and a rerun of the sweep raced them for the same 
 
 Each worker therefore watches ``os.getppid()``: when its parent changes (the launcher died, the worker was
 re-parented to init or a subreaper) it sends itself SIGTERM, which training turns into "save last.ckpt at the
-end of this step, then stop" (tinygpt/train/last_checkpoint.py), and if the worker is still alive
+end of this step, then stop" (tinygpt/train/callbacks/last_checkpoint.py), and if the worker is still alive
 ``grace_s`` seconds later (stuck in I/O, or between jobs with nothing to save) it exits hard.
 
 Why polling rather than Linux's ``prctl(PR_SET_PDEATHSIG)``: the death signal is tied to the parent *thread*

@@ -556,7 +556,7 @@ def kv_cache_bytes_per_token(
 # "gelu_exact" is x·Φ(x) with the erf, as nanoGPT's nn.GELU(), BERT and GPT-NeoX compute it, transformers'
 # "gelu". The two differ by up to 4.7e-4 per activation (at x = ±2.70): a model trained with one is a different
 # function under the other, so they are two names, not a tolerance. On CPUs torch's tanh form is also the
-# slower kernel (forward and backward 13.9 ms against 6.7 at 8,192 x 768: docs/benchmarks/train.md).
+# slower kernel (about half the speed of the erf form: docs/benchmarks/train.md).
 GELUS: dict[str, str] = {"gelu": "tanh", "gelu_exact": "none"}
 
 

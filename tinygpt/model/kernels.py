@@ -248,8 +248,8 @@ def explicit_attention(
 # One chunk's logits block, in elements: about BLOCK_ELEMENTS (2**21 fp32 numbers, 8 MiB: 1,024 tokens at
 # V = 2,048), so that the block stays in cache from the head's matmul through the log-softmax and the exp, but
 # never fewer than TOKENS_PER_WIDTH tokens per unit of the model's width: each chunk streams the whole (V, d)
-# head through three matmuls, once for the logits, once for ∂h and once into ∂W, so at V = 50,257 the old
-# 166-token chunks spent as long reading and writing the 49 MiB head and its gradient as computing. And never
+# head through three matmuls, once for the logits, once for ∂h and once into ∂W, so at GPT-2's vocabulary smaller
+# chunks spent as much time moving the head and its gradient as computing. And never
 # more than MAX_ELEMENTS (2**26, 256 MiB in fp32), which bounds the extra memory for large vocabularies and
 # widths. Chosen on whole-step timings of GPT-2's and a 2,048-token vocabulary (docs/benchmarks/train.md).
 BLOCK_ELEMENTS = 2**21

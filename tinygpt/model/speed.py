@@ -97,7 +97,7 @@ class SpeedConfig:
     optimizer: str = "fused"
     malloc: str = "auto"
     tf32: bool = False
-    # MFU's denominator, FLOP/s in the run's trainer.precision (tinygpt/train/speed.py); None: measured by the run
+    # MFU's denominator, FLOP/s in the run's trainer.precision (tinygpt/train/peak.py); None: measured by the run
     peak_flops: float | None = None
 
     def __post_init__(self) -> None:

@@ -14,7 +14,7 @@ resumes unchanged on a CPU):
   and later), else ``16-mixed``, which Lightning runs with a loss scaler;
 - MPS: ``16-mixed`` (autocast in float16, which every MPS device supports; bf16 needs a recent macOS);
 - the CPU: ``32-true``. Mixed precision on a CPU pays only with native bf16 (AVX512_BF16 or AMX), and without it
-  bf16 matmuls run far slower than fp32's (tinygpt/train/speed.py warns when a run asks for it anyway); a user
+  bf16 matmuls run far slower than fp32's (tinygpt/train/peak.py warns when a run asks for it anyway); a user
   who has such a CPU sets ``trainer.precision=bf16-mixed``.
 An explicit precision is used as given.
 

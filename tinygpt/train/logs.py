@@ -10,9 +10,10 @@ what the loggers hold past S (written before the crash, after the checkpoint) mu
 - CSV: :class:`ResumableCSVLogger` keeps the rows at steps <= S and appends. (Lightning's ``CSVLogger``
   deletes an existing ``metrics.csv`` when its writer starts: a resumed run kept only the rows after S.)
 
-Both need the steps to mean the same thing for every metric, so :class:`OptimizerStepAxis` files the training
-metrics at the optimizer step count (1, 2, ...; the dev scores already are), not Lightning's 0-based batch
-index: then "at or before the checkpoint" is "step <= S" for every row.
+Both need the steps to mean the same thing for every metric, so ``OptimizerStepAxis``
+(tinygpt/train/callbacks/step_axis.py) files the training metrics at the optimizer step count (1, 2, ...; the dev
+scores already are), not Lightning's 0-based batch index: then "at or before the checkpoint" is "step <= S" for
+every row.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import lightning as L
 from hydra.utils import get_class, instantiate
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
@@ -34,14 +34,6 @@ from tinygpt.train.trackers import remember, tracker_kwargs, tracker_of_target
 if TYPE_CHECKING:
     from tinygpt.model import GPTConfig, LSTMConfig
     from tinygpt.train.schema import RunConfig
-
-
-class OptimizerStepAxis(L.Callback):
-    """Logs ``step`` = optimizer steps done, which Lightning's logger connector uses as the x value of the
-    training metrics logged in the same batch (instead of its 0-based batch counter)."""
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        pl_module.log("step", float(trainer.global_step), on_step=True, on_epoch=False)
 
 
 class ResumableCSVLogger(CSVLogger):

@@ -134,8 +134,8 @@ class GPTModule(L.LightningModule):
         # Clip by the global norm (optim.grad_clip) and log the norm the clip measured, before clipping, rather
         # than computing it a second time. trainer.gradient_clip_algorithm=value clips as Lightning does.
         # Without clipping (optim.grad_clip=0, as 000's recipe) the norm is only measured: clip_grad_norm_ with an
-        # infinite bound would still multiply every gradient by 1.0, a pass over all of them (5 ms a step for
-        # 000's 29M parameters on the project's CPU).
+        # infinite bound would still multiply every gradient by 1.0, a pass over all of them every step
+        # (docs/benchmarks/README.md).
         by_norm = gradient_clip_algorithm in (None, "norm")
         grads = [p.grad for p in self.parameters() if p.grad is not None]
         norm = torch.nn.utils.get_total_norm(grads)

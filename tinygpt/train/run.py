@@ -28,19 +28,19 @@ from tinygpt.launch.placement import apply_placement, in_multirun
 from tinygpt.launch.search_config import TRIAL_KEY, in_search
 from tinygpt.train import budget, device_settings
 from tinygpt.train.callbacks import build_callbacks
+from tinygpt.train.callbacks.last_checkpoint import LastCheckpoint, TrainingInterrupted
+from tinygpt.train.callbacks.pruning import TrialPruning
+from tinygpt.train.callbacks.sampling import TextSampler
+from tinygpt.train.callbacks.throughput import ThroughputMonitor
 from tinygpt.train.checkpoints import AtomicCheckpointIO, resume_point
 from tinygpt.train.console import silence_third_party_tips
-from tinygpt.train.last_checkpoint import LastCheckpoint, TrainingInterrupted
 from tinygpt.train.logs import build_loggers
 from tinygpt.train.module import build_module
 from tinygpt.train.preflight import check_run_config, without_hydra
-from tinygpt.train.pruning import TrialPruning
 from tinygpt.train.record import RunRecord
 from tinygpt.train.runlock import RunFolderBusy, lock_run
-from tinygpt.train.sampling import TextSampler
 from tinygpt.train.schema import ConfigError, RunConfig
 from tinygpt.train.score_once import check_pre_registration, pre_registration
-from tinygpt.train.speed import SpeedMonitor
 from tinygpt.train.summary import summarize
 from tinygpt.train.trackers import finish_trackers
 
@@ -145,7 +145,7 @@ def train(
                 trainer.validate(module, datamodule=datamodule, verbose=False)
                 next(c for c in trainer.callbacks if isinstance(c, LastCheckpoint)).save(trainer)
             sampler = next((c for c in trainer.callbacks if isinstance(c, TextSampler)), None)
-            speed = next((c for c in trainer.callbacks if isinstance(c, SpeedMonitor)), None)
+            speed = next((c for c in trainer.callbacks if isinstance(c, ThroughputMonitor)), None)
             outcome = {
                 "status": "finished",
                 "sample": sampler.last_sample if sampler else None,

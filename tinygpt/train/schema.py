@@ -117,7 +117,7 @@ class StepsConfig:
 
 @dataclass
 class ProgressConfig:
-    """What the console shows while training; values are checked by tinygpt/train/console.py."""
+    """What the console shows while training; values are checked by tinygpt/train/callbacks/progress.py."""
 
     style: str = "auto"
     every_n_steps: int = 10

@@ -19,7 +19,7 @@ tensors, by name, dtype, shape and bytes; not the file's bytes). Either matching
 checkpoint: the weights hash catches a copied or renamed file and ``last.ckpt`` holding the same weights as
 ``step004000.ckpt`` (two files, one model); the step catches a re-saved or re-trained copy of the run at that
 step (the run's model at step S is what the protocol scores once). Hashing the weights costs one pass over
-them (0.6 s for 16M parameters on this project's 2-core CPU, measured while it was busy with other work).
+them, cheap beside the scoring it guards (docs/benchmarks/README.md).
 A checkpoint copied into *another* run's folder is not caught: ledgers do not see each other.
 """
 

@@ -24,8 +24,8 @@ from pathlib import Path
 import torch
 from hydra import compose, initialize_config_dir
 
+from tinygpt.bench.page import cpu_name, publish
 from tinygpt.cli import CONF
-from tinygpt.cli.bench_page import cpu_name, publish
 from tinygpt.cli.config import register_configs
 from tinygpt.cli.entry import entry
 from tinygpt.common.typed import typed

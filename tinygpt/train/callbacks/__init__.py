@@ -20,7 +20,7 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint, ProgressBar
 
 from tinygpt.common.errors import ConfigError
 from tinygpt.common.run_folder import KEPT_CHECKPOINT, checkpoints_dir
-from tinygpt.train.last_checkpoint import LastCheckpoint
+from tinygpt.train.callbacks.last_checkpoint import LastCheckpoint
 
 if TYPE_CHECKING:
     from tinygpt.train.schema import RunConfig
@@ -33,7 +33,8 @@ def build_callbacks(run: RunConfig, run_dir: Path) -> list[Callback]:
     callbacks = [configured(name, node) for name, node in (run.callbacks or {}).items() if node is not None]
     if not any(isinstance(c, LastCheckpoint) for c in callbacks):
         raise ConfigError(
-            "callbacks: no tinygpt.train.last_checkpoint.LastCheckpoint; a run resumes from its last.ckpt, so "
+            "callbacks: no tinygpt.train.callbacks.last_checkpoint.LastCheckpoint; a run resumes from its last.ckpt, "
+            "so "
             "callbacks.last_checkpoint is required (checkpoint.every_n_steps sets how often it saves)"
         )
     if not run.trainer.get("enable_progress_bar", True):

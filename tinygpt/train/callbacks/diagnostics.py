@@ -14,7 +14,7 @@ import torch
 
 from tinygpt.common.errors import ConfigError
 from tinygpt.metrics import unigram_entropy_bits
-from tinygpt.train.collapse import attention_grad_norms, prediction_tvd
+from tinygpt.train.callbacks.collapse import attention_grad_norms, prediction_tvd
 from tinygpt.train.record import RunRecord, read_record, run_record
 
 

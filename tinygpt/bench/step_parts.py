@@ -11,7 +11,7 @@ synchronize), averaged over --steps after --warmup: the loss is GPTModule.comput
 switch applies as in training, under bf16 autocast when trainer.precision is bf16-mixed; the optimizer is
 OptimConfig.build with speed.optimizer's implementation, and clipping happens only where optim.grad_clip is
 above 0, as the Trainer does it. MFU = tokens/s x (6N + 12·L·T·D) / the machine's peak: speed.peak_flops if
-set, else a matmul timed in this process in the run's compute dtype (tinygpt/train/speed.py). Speed is
+set, else a matmul timed in this process in the run's compute dtype (tinygpt/train/peak.py). Speed is
 measured here, never in tests; figures taken on a loaded machine are not figures.
 """
 
@@ -24,13 +24,13 @@ from pathlib import Path
 
 import torch
 
-from tinygpt.cli import bench_train
+from tinygpt.bench import train as bench_train
 from tinygpt.cli.entry import entry
 from tinygpt.data import build_datamodule
 from tinygpt.model.speed import optimizer_flags
 from tinygpt.train.device_settings import choose
 from tinygpt.train.module import build_module
-from tinygpt.train.speed import compute_dtype, matmul_peak
+from tinygpt.train.peak import compute_dtype, matmul_peak
 
 PARTS = ("batch", "forward", "backward", "optimizer")
 

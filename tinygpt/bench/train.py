@@ -47,9 +47,9 @@ from tinygpt.data import build_datamodule
 from tinygpt.model.speed import optimizer_flags
 from tinygpt.train import device_settings
 from tinygpt.train.module import GPTModule, build_module
+from tinygpt.train.peak import compute_dtype, matmul_peak
 from tinygpt.train.provenance import device_name
 from tinygpt.train.schema import parse_run_config
-from tinygpt.train.speed import compute_dtype, matmul_peak
 
 # nanoGPT's architecture, its exact nn.GELU() included (the peers kit's nanogpt shape runs model.mlp=gelu: tanh)
 NANOGPT = [

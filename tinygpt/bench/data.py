@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from tinygpt.cli.bench_page import cpu_name, publish
+from tinygpt.bench.page import cpu_name, publish
 from tinygpt.cli.entry import entry
 from tinygpt.common.typed import typed
 from tinygpt.data.batches import RandomWindows
@@ -402,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
             "# The data path: preparing, memory, start-up, loading",
             "",
             f"Produced by `tinygpt-bench-data --work WORK --large-mb {args.large_mb:g} --sample-mb {args.sample_mb:g} "
-            f"--repeats {args.repeats} --out docs/benchmarks/data.md` (tinygpt/cli/bench_data.py says what each "
+            f"--repeats {args.repeats} --out docs/benchmarks/data.md` (tinygpt/bench/data.py says what each "
             "figure is).",
             "",
             f"Machine: {cpu_name()}, {os.cpu_count()} cores, torch {torch.__version__}, "
