@@ -12,8 +12,9 @@ from tinygpt.common.typed import typed
 from tinygpt.data import BytesTokenizer, DataConfig, DataError, TextDataModule
 from tinygpt.data.corpus import open_corpus
 from tinygpt.data.documents import read_piece
+from tinygpt.data.kinds import plan_splits
 from tinygpt.data.root import resolve_data_root
-from tinygpt.data.splits import choose_documents, plan_splits
+from tinygpt.data.splits import choose_documents
 
 WORDS = "the time machine traveller é ü naïve — “quoted” ✅ 🔗 morlocks eloi sphinx".split()
 

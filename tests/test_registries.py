@@ -156,3 +156,27 @@ def test_each_registered_choice_has_one_yaml_in_its_config_group(group, registry
         with initialize_config_dir(CONF, version_base="1.3"):
             cfg = compose("train", overrides=[f"model/{group}={name}"])
         assert cfg.model[group] == name
+
+
+def test_corpus_kinds_are_one_registry_and_nothing_else_asks_a_corpus_its_kind():
+    """data.corpus's names are the registry's (tinygpt/data/kinds/), and no module outside it branches on them."""
+    import re
+    from pathlib import Path
+
+    from tinygpt.data.config import CORPUS_KINDS
+    from tinygpt.data.kinds import KINDS, CorpusKind, corpus_kind
+
+    assert list(KINDS) == list(CORPUS_KINDS) and all(isinstance(kind, CorpusKind) for kind in KINDS.values())
+    assert all(corpus_kind(name).name == name for name in CORPUS_KINDS)
+    with pytest.raises(DataError, match=r"data.corpus='folder': not a kind of corpus; choose one of \['dir', "):
+        corpus_kind("folder")
+    package = Path(__file__).resolve().parents[1] / "tinygpt"
+    asked = re.compile(r"""(\.kind|\.corpus|\bkind)\s*(==|!=|in)\s*\(?["'](file|dir|records|shards)["']""")
+    found = [
+        f"{path.relative_to(package)}:{number}"
+        for path in package.rglob("*.py")
+        if "kinds" not in path.parts and path.name != "config.py"  # the config's checks of its own combinations
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if asked.search(line)
+    ]
+    assert found == []

@@ -22,8 +22,9 @@ from tinygpt.data.config import DataConfig
 from tinygpt.data.corpus import open_corpus
 from tinygpt.data.documents import Piece, read_piece
 from tinygpt.data.errors import DataError
+from tinygpt.data.kinds import corpus_kind, plan_splits
 from tinygpt.data.root import resolve_data_root
-from tinygpt.data.splits import SplitPlan, plan_splits
+from tinygpt.data.splits import SplitPlan
 
 SPLITS = ("dev", "test")
 
@@ -76,7 +77,7 @@ def plan_for(data: Any) -> tuple[DataConfig, SplitPlan]:
             f"data.split_unit={config.split_unit!r}: the baselines and analyses cut the text at "
             "character positions; use data.split_unit=chars"
         )
-    if config.corpus == "shards":
+    if corpus_kind(config.corpus).stores_ids:
         raise DataError(
             f"data={config.name} holds GPT-2 ids, not text: the baselines and analyses read text; use a text corpus "
             "(data=textfile, textdir, jsonl, parquet or hf)"

@@ -28,6 +28,7 @@ from tinygpt.cli.config import register_configs
 from tinygpt.cli.entry import entry, task
 from tinygpt.data import CharTokenizer, TextDataModule
 from tinygpt.data.documents import read_piece
+from tinygpt.data.kinds import corpus_kind
 from tinygpt.metrics import unigram_entropy_bits
 
 register_configs()  # the typed schemas (tinygpt/cli/config.py), before Hydra composes
@@ -88,7 +89,9 @@ def tokenizer_row(dm: TextDataModule) -> dict:
         "whole": None,
     }
     row["total"] = row["train"] + row["dev"] + row["test"]
-    if dm.config.corpus == "file":  # the whole file in one encoding (000 counts the Time Machine this way)
+    if corpus_kind(
+        dm.config.corpus
+    ).whole_text:  # the whole file in one encoding (000 counts the Time Machine this way)
         row["whole"] = len(dm.tokenizer.encode(Path(dm.prepared.corpus.location).read_text(encoding="utf-8")))
     return row
 

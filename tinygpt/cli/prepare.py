@@ -20,9 +20,8 @@ from tinygpt.common.typed import typed
 from tinygpt.data.config import DataConfig
 from tinygpt.data.datamodule import prepare_corpus
 from tinygpt.data.errors import DataError
+from tinygpt.data.kinds import corpus_kind
 from tinygpt.data.prepared import other_formats_note
-from tinygpt.data.records import store_counts
-from tinygpt.data.shards import store_counts as shard_counts
 
 register_configs()  # the typed schemas (tinygpt/cli/config.py), before Hydra composes
 
@@ -36,16 +35,10 @@ def main(cfg: DictConfig) -> None:
     manifest = splits.manifest
     how = "encoded now" if splits.written else "already prepared: mapped, nothing encoded"
     say(f"prepared: {splits.folder} ({how})")
-    if corpus.kind == "records":  # its documents are its three split files (tinygpt/data/records.py)
-        store = corpus.documents[0].path.parent
-        counts = store_counts(store)
-        each = ", ".join(f"{split} {n['records']:,}" for split, n in counts["splits"].items())
-        say(f"records: {each} (and {counts['empty_records']:,} empty, skipped), written once into {store}")
-    if corpus.kind == "shards":  # its documents are its three files of ids (tinygpt/data/shards.py)
-        store = corpus.documents[0].path.parent
-        each = ", ".join(f"{split} {n['documents']:,}" for split, n in shard_counts(store).items())
-        say(f"documents of the shards: {each}, their ids written once into {store}")
-    held = "split files" if corpus.kind in ("records", "shards") else "document(s)"
+    kind = corpus_kind(corpus.kind)
+    for line in kind.summary(corpus):  # what a records or shards corpus wrote into its store
+        say(line)
+    held = kind.held
     say(f"corpus: {corpus.location}, {len(corpus.documents):,} {held}, {corpus.bytes:,} bytes")
     tokenizer = splits.tokenizer
     say(f"tokenizer: {tokenizer.name}, vocabulary {tokenizer.vocab_size:,}; ids stored as {manifest['ids_dtype']}")

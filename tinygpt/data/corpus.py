@@ -5,46 +5,21 @@ mean it: an absolute ``data.path`` as given; a relative one under ``data.root`` 
 current folder when it exists there (the README's ``data.path=my.txt``), else under the data root
 ($TINYGPT_DATA or the cache). The run's first lines and run.json say which.
 
-A file corpus is one document. A directory corpus is the files matching `data.glob`, each one document, always
-in sorted name order, so the concatenated text and every seeded choice of documents are the same on every
-machine whatever order the file system lists them in. A records corpus (JSONL, Parquet, a dataset) is split as it
-is read, record by record, into three files, one per split (tinygpt/data/records.py): its documents are those; a
-shards corpus (llm.c's token shards) likewise into three files of ids (tinygpt/data/shards.py).
+What its documents are is its kind's to say (tinygpt/data/kinds/): a file is one document; a folder the files
+matching `data.glob`, in sorted name order; records and shards the three split files they are read into.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from tinygpt.data.config import DataConfig
-from tinygpt.data.documents import Document
+from tinygpt.data.documents import Corpus, Document
 from tinygpt.data.download import ensure_files, sha256_of
 from tinygpt.data.errors import DataError
-from tinygpt.data.prepared import scan_documents
-from tinygpt.data.records import SPLITS, record_store
+from tinygpt.data.kinds import corpus_kind
 from tinygpt.data.root import DataRoot
-from tinygpt.data.shards import store_counts, token_store
 from tinygpt.data.sources import GENERIC_CORPORA, NAMED_CORPORA, NamedCorpus
-from tinygpt.data.tokenizers import build_tokenizer
-
-
-@dataclass(frozen=True)
-class Corpus:
-    name: str
-    kind: str  # data.corpus: file | dir | records | shards
-    location: Path
-    documents: tuple[Document, ...]
-    checksummed: bool  # True for named corpora: every file matched its published sha256
-    found_in: str = "the data root"  # where a relative data.path was found: "the current folder" or the data root
-
-    @property
-    def chars(self) -> int:
-        return sum(d.chars for d in self.documents)
-
-    @property
-    def bytes(self) -> int:
-        return sum(d.bytes for d in self.documents)
 
 
 def corpus_location(config: DataConfig, root: DataRoot) -> tuple[Path, str]:
@@ -64,20 +39,7 @@ def open_corpus(config: DataConfig, root: DataRoot) -> Corpus:
     if at_registered_place:
         # Fetch what is missing, and check the sha256 of every file of the corpus.
         ensure_files(root, named.files, f"the {named.name} corpus")
-    if config.corpus == "records":  # one document per split, written once from the records (tinygpt/data/records.py)
-        store = record_store(location, config)
-        documents = scan_documents([(f"{split}.txt", store / f"{split}.txt") for split in SPLITS])
-    elif config.corpus == "shards":  # one file of ids per split, written once from the shards (tinygpt/data/shards.py)
-        store = token_store(location, config, build_tokenizer(config.tokenizer, [], root))
-        counts = store_counts(store)
-        documents = [
-            Document(f"{split}.ids", store / f"{split}.ids", counts[split]["chars"], counts[split]["bytes"])
-            for split in SPLITS
-        ]
-    elif config.corpus == "file":
-        documents = _file_documents(location, config)
-    else:
-        documents = _dir_documents(location, config)
+    documents = corpus_kind(config.corpus).documents(location, config, root)  # tinygpt/data/kinds/
     if named is not None:
         _check_against_published(named, documents, hash_files=not at_registered_place)
     corpus = Corpus(config.name, config.corpus, location, tuple(documents), named is not None, found_in)
@@ -96,7 +58,7 @@ def _named_corpus(config: DataConfig) -> NamedCorpus | None:
         if config.corpus != GENERIC_CORPORA[config.name]:
             raise DataError(
                 f"data.name={config.name} reads a {GENERIC_CORPORA[config.name]} corpus, but "
-                f"data.corpus={config.corpus}; use data={'textdir' if config.corpus == 'dir' else 'textfile'}"
+                f"data.corpus={config.corpus}; use data={_generic_of(config.corpus)}"
             )
         return None
     known = sorted(NAMED_CORPORA) + sorted(GENERIC_CORPORA)
@@ -104,38 +66,6 @@ def _named_corpus(config: DataConfig) -> NamedCorpus | None:
         f"data.name={config.name!r}: unknown corpus; choose one of {known} (textfile, textdir, jsonl, parquet, hf "
         "and llmc read your own text)"
     )
-
-
-def _file_documents(location: Path, config: DataConfig) -> list[Document]:
-    if location.is_dir():
-        raise DataError(f"{location} (data.path={config.path}) is a directory; use data=textdir (data.corpus=dir)")
-    if not location.is_file():
-        raise DataError(f"corpus file {location} (data.path={config.path}) does not exist{_also_looked(config)}")
-    return scan_documents([(location.name, location)])
-
-
-def _also_looked(config: DataConfig) -> str:
-    """Where else a relative path of one's own was looked for."""
-    if Path(config.path).expanduser().is_absolute() or config.name in NAMED_CORPORA or config.root:
-        return ""
-    return f", nor in the current folder ({Path.cwd()})"
-
-
-def _dir_documents(location: Path, config: DataConfig) -> list[Document]:
-    if not location.is_dir():
-        raise DataError(
-            f"corpus directory {location} (data.path={config.path}) does not exist or is not a directory"
-            + _also_looked(config)
-        )
-    matches = (p for p in location.glob(config.glob) if p.is_file())
-    paths = sorted(matches, key=lambda p: p.relative_to(location).as_posix())
-    if not paths:
-        present = sorted(p.name for p in location.iterdir())[:8]
-        raise DataError(
-            f"data.glob={config.glob!r} matches no files in {location} (data.path={config.path}); "
-            f"it holds e.g. {present}"
-        )
-    return scan_documents([(p.relative_to(location).as_posix(), p) for p in paths])
 
 
 def _check_against_published(named: NamedCorpus, documents: list[Document], *, hash_files: bool) -> None:
@@ -169,3 +99,8 @@ def recorded_data(record: dict) -> dict:
     if found and relative and data.get("name") not in NAMED_CORPORA and Path(found).exists():
         data["path"] = found
     return data
+
+
+def _generic_of(kind: str) -> str:
+    """The generic corpus (data=...) that reads a kind: textfile for file, textdir for dir, ..."""
+    return next(name for name, of in GENERIC_CORPORA.items() if of == kind)

@@ -27,8 +27,8 @@ from tinygpt.common.progress import Progress
 from tinygpt.common.typed import typed
 from tinygpt.data.batches import SAMPLER_VERSION, RandomWindows, TrainBatches
 from tinygpt.data.config import DataConfig, text_settings
-from tinygpt.data.corpus import Corpus, open_corpus
-from tinygpt.data.documents import Piece, read_chunks, split_text, total_bytes, total_chars
+from tinygpt.data.corpus import open_corpus
+from tinygpt.data.documents import Corpus, Piece, read_chunks, split_text, total_bytes, total_chars
 from tinygpt.data.encoded import (
     PART_CHARS,
     EncodedText,
@@ -37,6 +37,7 @@ from tinygpt.data.encoded import (
     encode_train_chunks,
 )
 from tinygpt.data.errors import DataError
+from tinygpt.data.kinds import corpus_kind, plan_splits
 from tinygpt.data.prepared import (
     Encoded,
     PreparedSplits,
@@ -47,11 +48,8 @@ from tinygpt.data.prepared import (
     other_formats_note,
     prepare,
 )
-from tinygpt.data.records import store_counts
 from tinygpt.data.root import DataRoot, resolve_data_root
-from tinygpt.data.shards import encoded_blocks, train_chunks
-from tinygpt.data.shards import store_counts as shard_counts
-from tinygpt.data.splits import SplitPlan, plan_splits
+from tinygpt.data.splits import SplitPlan
 from tinygpt.data.token_cuts import cut_by_tokens
 from tinygpt.data.tokenizers import Tokenizer, build_tokenizer
 from tinygpt.data.windows import SlidingWindowDataset
@@ -130,7 +128,7 @@ class TextDataModule(L.LightningDataModule):
         if splits.dev is not None:
             self._check_window("dev", len(splits.dev), corpus)
         # no tokenizer has more tokens than bytes (a shards corpus's held-out ids are counted when they are scored)
-        if plan.test and corpus.kind != "shards" and total_bytes(plan.test) < self.context_length + 1:
+        if plan.test and not corpus_kind(corpus.kind).stores_ids and total_bytes(plan.test) < self.context_length + 1:
             raise DataError(
                 f"the held-out split of {corpus.location} has {total_bytes(plan.test)} bytes, fewer than one "
                 f"window of {self.context_length + 1} tokens; raise data.test_fraction / choose longer test "
@@ -274,8 +272,9 @@ class TextDataModule(L.LightningDataModule):
                 "data.test_documents); score the dev split instead"
             )
         counts = {"unseen_chars": 0}
-        if self.prepared.corpus.kind == "shards":  # ids already (tinygpt/data/shards.py)
-            test = mapped_text(encoded_blocks(plan.test[0].path, self.tokenizer))
+        kind = corpus_kind(self.prepared.corpus.kind)
+        if kind.stores_ids:  # ids already (tinygpt/data/kinds/shards.py)
+            test = mapped_text(kind.held_out(plan, self.tokenizer))
         else:  # a chunk at a time into a scratch file, mapped (tinygpt/data/prepared.py's mapped_text)
             test = mapped_text(_encoded_split(self.tokenizer, plan.test, counts, "unseen_chars"))
         unseen = counts["unseen_chars"]
@@ -355,8 +354,7 @@ class TextDataModule(L.LightningDataModule):
                 "fraction": config.fraction,
             },
             "train_fraction": config.fraction,
-            **({"records": store_counts(p.corpus.documents[0].path.parent)} if p.corpus.kind == "records" else {}),
-            **({"shards": shard_counts(p.corpus.documents[0].path.parent)} if p.corpus.kind == "shards" else {}),
+            **corpus_kind(p.corpus.kind).describe(p.corpus),  # a store's counts (tinygpt/data/kinds/)
             "held_out_documents": list(p.plan.test_documents),
             "dev_documents": list(p.plan.dev_documents),
             "splits": splits,
@@ -380,7 +378,7 @@ class TextDataModule(L.LightningDataModule):
             f"{corpus['documents']:,} {held}, "
             f"{corpus['chars']:,} chars, {corpus['bytes']:,} bytes, {checked})",
             f"tokenizer: {d['tokenizer']['name']}, vocabulary {d['vocab_size']:,}" + self._fitted_on(splits),
-            "splits: " + _describe_split_rules(config),
+            "splits: " + corpus_kind(config.corpus).split_rules(config),
         ]
         how = "encoded now, kept for later runs" if self.prepared.written else "mapped, encoded by an earlier run"
         lines.insert(2, f"prepared: {self.prepared.folder} ({how})")
@@ -414,10 +412,9 @@ def _large_dev_note(tokens: int, kind: str, config: DataConfig) -> str:
     """The start line for a dev split whose scoring can outweigh training: what makes it smaller, for this corpus.
     Lightning's limit_val_batches scores the same first batches at every check (the windows are not shuffled), so
     the checks stay comparable with each other, though not with a run that scores the whole split."""
-    if kind == "dir" and config.dev == "tail":
-        smaller = "keep whole documents for dev instead: data.dev=documents " + (
-            "data.dev_fraction=<share>" if config.split_by == "hash" else "data.dev_k=<how many>"
-        )
+    advice = corpus_kind(kind).dev_advice(config)
+    if advice is not None:
+        smaller = advice
     elif config.dev == "documents" and config.split_by != "hash":
         smaller = "keep fewer documents: data.dev_k=<how many>"
     else:
@@ -441,35 +438,6 @@ def _fitted_on_line(tokenizer: Tokenizer, fit_bytes: int | None, train_bytes: in
 
 def _split_summary(documents, chars: int, n_bytes: int, tokens: int | None) -> dict[str, Any]:
     return {"documents": list(documents), "chars": chars, "bytes": n_bytes, "tokens": tokens}
-
-
-def _describe_split_rules(config: DataConfig) -> str:
-    if config.corpus in ("records", "shards"):
-        what, unit = ("records", "characters") if config.corpus == "records" else ("documents of the shards", "ids")
-        dev = f"dev = the next {config.dev_fraction:.0%}" if config.dev != "none" else "no dev split"
-        return (
-            f"{what} by a hash of their ids (split_seed={config.split_seed}): test = {config.test_fraction:.0%} of "
-            f"them; {dev}; train = the rest (the first {config.fraction:.0%} of its {unit})"
-        )
-    hashed = f"a hash of their names (split_seed={config.split_seed})"
-    if config.corpus == "file":
-        test = f"test = last {config.test_fraction:.0%} of the characters" if config.test_fraction else "no test"
-    elif config.split_by == "hash":
-        test = f"test = the {config.test_fraction:.0%} of the documents {hashed} holds out"
-    elif config.test_documents:
-        test = f"test = the listed documents {list(config.test_documents)}"
-    else:
-        test = f"test = {config.test_k} whole documents chosen with split_seed={config.split_seed}"
-    unit = "tokens" if config.split_unit == "tokens" else "characters"
-    if config.dev == "tail":
-        dev = f"dev = last {config.dev_fraction:.0%} of the remaining {unit}"
-    elif config.dev == "documents" and config.split_by == "hash":
-        dev = f"dev = the next {config.dev_fraction:.0%} of the documents by that hash"
-    elif config.dev == "documents":
-        dev = f"dev = {config.dev_k} whole documents chosen with split_seed={config.split_seed}"
-    else:
-        dev = "no dev split"
-    return f"{test}; {dev}; train = first {config.fraction:.0%} of the rest ({unit})"
 
 
 def prepare_corpus(
@@ -518,12 +486,9 @@ def _description(config: DataConfig, corpus: Corpus, given: Tokenizer | None) ->
 def _encode(config: DataConfig, corpus: Corpus, plan: SplitPlan, root: DataRoot, given: Tokenizer | None) -> Encoded:
     """The splits encoded from the corpus (a prepared folder's contents): the tokenizer fitted on the train split
     only, then the train and dev splits a chunk at a time; a shards corpus's ids as they are."""
-    if corpus.kind == "shards":  # GPT-2 ids already: copied, with their bytes from the tables (tinygpt/data/shards.py)
-        tokenizer = given or build_tokenizer(config.tokenizer, [], root)
-        dev = encoded_blocks(plan.dev[0].path, tokenizer) if plan.dev else None
-        train = train_chunks(plan.train[0].path, tokenizer, config.fraction)
-        extra = {"fit_full_chars": total_chars(plan.fit_full), "fit_full_bytes": total_bytes(plan.fit_full)}
-        return Encoded(tokenizer, train, dev, {**extra, "unseen_dev_chars": 0})
+    kind = corpus_kind(corpus.kind)
+    if kind.stores_ids:  # ids already: copied, not encoded (tinygpt/data/kinds/shards.py)
+        return kind.encode(config, corpus, plan, root, given)
     if plan.cut_train_by_tokens:  # split_unit=tokens: a fixed tokenizer, then cuts at token boundaries
         tokenizer = given or build_tokenizer(config.tokenizer, [], root)
         tail = config.dev_fraction if plan.cut_dev_by_tokens else None

@@ -194,3 +194,23 @@ def _byte_offset_of_char(path: Path, char_index: int) -> int:
     raw = np.fromfile(path, dtype=np.uint8)
     starts = np.flatnonzero((raw & 0xC0) != 0x80)
     return int(starts[char_index]) if char_index < len(starts) else int(raw.size)
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """A corpus found and scanned (tinygpt/data/corpus.py's ``open_corpus``): its kind, where it is, its documents."""
+
+    name: str
+    kind: str  # data.corpus: a name in tinygpt/data/kinds/ (file | dir | records | shards)
+    location: Path
+    documents: tuple[Document, ...]
+    checksummed: bool  # True for named corpora: every file matched its published sha256
+    found_in: str = "the data root"  # where a relative data.path was found: "the current folder" or the data root
+
+    @property
+    def chars(self) -> int:
+        return sum(d.chars for d in self.documents)
+
+    @property
+    def bytes(self) -> int:
+        return sum(d.bytes for d in self.documents)

@@ -28,8 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tinygpt.data.config import DataConfig
-from tinygpt.data.corpus import Corpus
-from tinygpt.data.documents import Piece, split_pieces, total_chars, whole
+from tinygpt.data.documents import Corpus, Piece, split_pieces, total_chars, whole
 from tinygpt.data.errors import DataError
 from tinygpt.data.records import split_of
 
@@ -51,27 +50,17 @@ class SplitPlan:
     cut_train_by_tokens: bool
 
 
-def plan_splits(corpus: Corpus, config: DataConfig) -> SplitPlan:
-    documents = [whole(d) for d in corpus.documents]
-    if corpus.kind == "records":
-        return _records_plan(documents, config.fraction)
-    if corpus.kind == "shards":  # files of ids: data.fraction is a share of the train ids (tinygpt/data/shards.py)
-        return _records_plan(documents, 1.0)
-    if corpus.kind == "file":
-        rest, test = split_pieces(documents, int(total_chars(documents) * (1 - config.test_fraction)))
-        test_documents: tuple[str, ...] = ()
-    else:
-        hashed = config.split_by == "hash"
-        test_documents = _hashed(corpus, config, "test") if hashed else _held_out_documents(corpus, config)
-        rest = [p for p in documents if p.document not in test_documents]
-        test = [p for p in documents if p.document in test_documents]
-
+def text_plan(
+    corpus: Corpus, config: DataConfig, rest: list[Piece], test: list[Piece], test_documents: tuple[str, ...]
+) -> SplitPlan:
+    """The plan of a text corpus whose kind has held out ``test`` (tinygpt/data/kinds/): the dev split and the train
+    fraction, cut from ``rest`` as the module's docstring says."""
     by_tokens = config.split_unit == "tokens"
     dev_documents: tuple[str, ...] = ()
     if config.dev == "none":
         fit_full, dev = rest, []
     elif config.dev == "documents":
-        dev_documents = _dev_documents(rest, config) if config.split_by != "hash" else _hashed(corpus, config, "dev")
+        dev_documents = _dev_documents(rest, config) if config.split_by != "hash" else hashed(corpus, config, "dev")
         fit_full = [p for p in rest if p.document not in dev_documents]
         dev = [p for p in rest if p.document in dev_documents]
     elif by_tokens:
@@ -93,11 +82,11 @@ def plan_splits(corpus: Corpus, config: DataConfig) -> SplitPlan:
     )
 
 
-def _records_plan(documents: list[Piece], fraction: float) -> SplitPlan:
+def stored_plan(corpus: Corpus, fraction: float) -> SplitPlan:
     """A records or shards corpus's documents are its splits already (train, dev, test, in that order: each record
     or document went to one by the hash of its id, tinygpt/data/records.py); train is the first ``fraction`` of
     the train file's characters."""
-    train_file, dev_file, test_file = documents
+    train_file, dev_file, test_file = (whole(d) for d in corpus.documents)
     dev = (dev_file,) if dev_file.chars else ()
     test = (test_file,) if test_file.chars else ()
     train = split_pieces([train_file], int(train_file.chars * fraction))[0]
@@ -121,7 +110,7 @@ def choose_documents(names: list[str], k: int, seed: int, stream: int) -> tuple[
     return tuple(sorted(names[i] for i in picked))
 
 
-def _held_out_documents(corpus: Corpus, config: DataConfig) -> tuple[str, ...]:
+def held_out_documents(corpus: Corpus, config: DataConfig) -> tuple[str, ...]:
     names = [d.name for d in corpus.documents]
     if config.test_documents:
         unknown = [n for n in config.test_documents if n not in names]
@@ -144,7 +133,7 @@ def _held_out_documents(corpus: Corpus, config: DataConfig) -> tuple[str, ...]:
     return chosen
 
 
-def _hashed(corpus: Corpus, config: DataConfig, split: str) -> tuple[str, ...]:
+def hashed(corpus: Corpus, config: DataConfig, split: str) -> tuple[str, ...]:
     """data.split_by=hash: the documents whose seeded hash of their name (relative to the folder) falls in
     ``split``'s share (tinygpt/data/records.py's ``split_of``: test_fraction, then dev_fraction with
     dev=documents): the shares scale with the folder, and a document keeps its split as documents are added."""
