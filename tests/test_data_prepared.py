@@ -20,7 +20,7 @@ import pytest
 import torch
 from conftest import REPO
 
-from tinygpt.data import TextDataModule
+from tinygpt.data import TextDataModule, store
 from tinygpt.data import datamodule as datamodule_module
 from tinygpt.data import encoded as encoded_module
 from tinygpt.data import prepared as prepared_module
@@ -95,7 +95,7 @@ def test_a_second_run_maps_the_folder_and_encodes_nothing(corpus, prepared_dir, 
 
     monkeypatch.setattr(datamodule_module, "_encode", refuse)
     monkeypatch.setattr(datamodule_module, "build_tokenizer", refuse)
-    monkeypatch.setattr(prepared_module, "scan_document", refuse)  # the files' scan is kept too: none is read
+    monkeypatch.setattr("tinygpt.data.documents.scan_document", refuse)  # the files' scan is kept too: none is read
     # another job of the same sweep: another seed and context length, the same text and tokenizer
     second = module(corpus, seed=1, context_length=8)
     assert not second.prepared.written and second.prepared.folder == first.prepared.folder
@@ -367,7 +367,7 @@ def test_tinygpt_prepare_writes_the_folder_a_run_then_maps(corpus, prepared_dir,
 
 def test_a_live_prepares_staging_folder_is_left_alone(corpus, prepared_dir):
     """Another job preparing the same folder at this moment: its staging folder (its process alive) stays."""
-    from tinygpt.data.prepared import remove_abandoned
+    from tinygpt.data.store import remove_abandoned
 
     folder = module(corpus).prepared.folder
     live = prepared_dir / f".{folder.name}.{os.getpid()}.abc"
@@ -447,7 +447,7 @@ def test_dev_arrays_never_wrap_at_a_dtypes_edge(tmp_path, values, dtype):
     entry = prepared_module._write_arrays(tmp_path, [chunk])
     assert entry["dtypes"]["ids"] == dtype
     assert prepared_module._mapped_arrays(tmp_path, entry).ids.tolist() == values
-    assert prepared_module._fits(np.asarray(values), np.dtype(dtype))
+    assert store.fits(np.asarray(values), np.dtype(dtype))
 
 
 @pytest.mark.parametrize("name", ["train.ids", "dev.ids", "dev.bytes", "dev.chars", "dev.doc"])

@@ -42,7 +42,6 @@ from tinygpt.data.prepared import (
     Encoded,
     PreparedSplits,
     TrainTokens,
-    file_identity,
     holds_tokenizer,
     mapped_text,
     other_formats_note,
@@ -50,6 +49,7 @@ from tinygpt.data.prepared import (
 )
 from tinygpt.data.root import DataRoot, resolve_data_root
 from tinygpt.data.splits import SplitPlan
+from tinygpt.data.store import file_identity
 from tinygpt.data.token_cuts import cut_by_tokens
 from tinygpt.data.tokenizers import Tokenizer, build_tokenizer
 from tinygpt.data.windows import SlidingWindowDataset

@@ -11,13 +11,16 @@ every model is scored on and the byte count that bits per byte divides by.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
+from tinygpt.common.files import write_json_atomic
 from tinygpt.data.errors import DataError
+from tinygpt.data.store import file_identity, fingerprint, prepared_root
 
 
 @dataclass(frozen=True)
@@ -194,6 +197,35 @@ def _byte_offset_of_char(path: Path, char_index: int) -> int:
     raw = np.fromfile(path, dtype=np.uint8)
     starts = np.flatnonzero((raw & 0xC0) != 0x80)
     return int(starts[char_index]) if char_index < len(starts) else int(raw.size)
+
+
+SCANS = "scans"  # the corpora's scans (scan_documents), beside the prepared folders
+
+
+def scan_documents(named: Sequence[tuple[str, Path]]) -> list[Document]:
+    """Each (name, file) checked as UTF-8 and its characters counted (``scan_document``),
+    once: the counts are kept under the prepared root (``scans/``), keyed by the files' identity (path, size,
+    modification time, as a prepared folder is), so that a later start over the same files reads none of them. A
+    folder of gigabytes took seconds a start to scan (docs/benchmarks/data.md); a changed file changes the key and is
+    scanned, and checked, again."""
+    identity = file_identity([path for _, path in named])
+    cached = prepared_root() / SCANS / f"{fingerprint({'scan': [name for name, _ in named], 'files': identity})}.json"
+    try:
+        chars = json.loads(cached.read_text())["chars"]
+        if len(chars) == len(named) and all(isinstance(n, int) for n in chars):
+            return [
+                Document(name, path, n_chars, size)
+                for (name, path), n_chars, (_, size, _) in zip(named, chars, identity, strict=True)
+            ]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # not scanned yet, or a damaged record: scan
+    documents = [scan_document(name, path) for name, path in named]
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(cached, {"chars": [document.chars for document in documents]})
+    except OSError:
+        pass  # a cache that cannot be written: the next start scans again
+    return documents
 
 
 @dataclass(frozen=True)

@@ -31,9 +31,8 @@ share of a split; a piece longer than 32 MiB in chunks cut where no token crosse
 train text or 32 bytes a token of the whole split. The ids are those of encoding each piece whole, so every
 committed result reproduces.
 
-Beside the folders, ``scans/`` keeps each corpus's scan (every file checked as UTF-8 and its characters counted,
-which the split plan needs), keyed by the files' identity as the folders are, so a start over unchanged files
-reads none of them (``scan_documents``).
+Beside the folders, ``scans/`` keeps each corpus's scan (tinygpt/data/documents.py's ``scan_documents``). How a
+folder lands on disk (its name, the staging folder renamed into place, the size checks) is tinygpt/data/store.py's.
 
 Writes go into a temporary folder beside the final one, which is renamed into place when complete: a killed
 prepare leaves no folder that looks complete, and the next run prepares it again (and removes the staging folder
@@ -49,9 +48,7 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -59,37 +56,16 @@ import numpy as np
 import torch
 
 from tinygpt.common.files import write_json_atomic
-from tinygpt.data.documents import Document, scan_document
 from tinygpt.data.encoded import EncodedText, TrainChunk
 from tinygpt.data.errors import DataError
-from tinygpt.data.root import default_cache_dir
+from tinygpt.data.store import FORMAT, append_values, fingerprint, fits, ids_dtype, prepared_root, scratch, staged
 from tinygpt.data.tokenizers import Tokenizer, tokenizer_from_json
 
-FORMAT = "tinygpt-prepared-v3"  # bump when what a prepared folder holds, or how, changes (v3: narrowest dev arrays)
-CACHE_ENV = "TINYGPT_PREPARED"  # where prepared folders live; default: <cache dir>/prepared
 MANIFEST, TOKENIZER = "manifest.json", "tokenizer.json"
-SCANS = "scans"  # the corpora's scans (scan_documents), beside the prepared folders
 DEV_ARRAYS = ("ids", "bytes", "chars", "doc")
 # a scored array's dtypes, narrowest first, each holding every value of the one before: mapped straight into tensors
 # (torch computes with these, and not with uint16), nothing copied; a window is made int64 as it is read
 SCORED_DTYPES = (np.dtype(np.uint8), np.dtype("<i2"), np.dtype("<i4"))
-
-
-def prepared_root() -> Path:
-    """Where prepared folders are kept: ``$TINYGPT_PREPARED``, else ``~/.cache/tinygpt/prepared`` (the data root
-    may be a shared, read-only folder, so they are not written there)."""
-    configured = os.environ.get(CACHE_ENV)
-    return Path(configured).expanduser() if configured else default_cache_dir() / "prepared"
-
-
-def fingerprint(description: dict) -> str:
-    """The folder name for a description of what decides the contents (a JSON-able dict)."""
-    text = json.dumps({"format": FORMAT, **description}, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
-
-
-def ids_dtype(vocab_size: int) -> np.dtype:
-    return np.dtype(np.uint16) if vocab_size <= np.iinfo(np.uint16).max + 1 else np.dtype(np.uint32)
 
 
 @dataclass(frozen=True)
@@ -172,24 +148,6 @@ def read_prepared(folder: Path, expected_tokenizer: str | None = None) -> Prepar
         dev,
         manifest,
     )
-
-
-def _fits(array: np.ndarray, dtype: np.dtype) -> bool:
-    """Every value of ``array`` is one of ``dtype``'s: by its dtype alone where it can only hold such values."""
-    if np.can_cast(array.dtype, dtype, "safe") or not array.size:
-        return True
-    info = np.iinfo(dtype)
-    return bool(array.min() >= info.min and array.max() <= info.max)
-
-
-def append_values(path: Path, values: torch.Tensor | np.ndarray, dtype: np.dtype) -> None:
-    """``values`` appended to ``path`` as ``dtype``: narrowed (train ids to uint16) only after a check that every
-    value fits."""
-    array = values.numpy() if isinstance(values, torch.Tensor) else values
-    if not _fits(array, dtype):
-        raise DataError(f"{path.name}: values outside {dtype.name} (a tokenizer larger than its vocabulary?)")
-    with open(path, "ab") as file:
-        file.write(np.ascontiguousarray(array, dtype=dtype))  # its buffer: no copy to bytes first
 
 
 @dataclass(frozen=True)
@@ -283,7 +241,7 @@ def _write_arrays(staging: Path, chunks: Iterable[EncodedText]) -> dict:
         for name, array in zip(DEV_ARRAYS, values, strict=True):
             array = array.numpy() if isinstance(array, torch.Tensor) else array
             path = staging / f"dev.{name}"
-            wide = next(dtype for dtype in SCORED_DTYPES if _fits(array, dtype))
+            wide = next(dtype for dtype in SCORED_DTYPES if fits(array, dtype))
             if wide.itemsize > dtypes[name].itemsize:
                 _widen(path, dtypes[name], wide)
                 dtypes[name] = wide
@@ -338,54 +296,6 @@ def mapped_text(chunks: Iterable[EncodedText]) -> EncodedText:
         return _mapped_arrays(folder, _write_arrays(folder, chunks))
 
 
-@contextmanager
-def scratch(name: str) -> Iterator[Path]:
-    """A scratch folder beside the prepared folders (not /tmp, which may be memory), ``.<name>.<pid>.<random>``,
-    removed when the block ends: files mapped in it stay readable through their mappings (the mapping is then the
-    only way to them), and one that a killed process left is removed by the next (``remove_abandoned``)."""
-    root = prepared_root()
-    root.mkdir(parents=True, exist_ok=True)
-    remove_abandoned(root / name)
-    folder = Path(tempfile.mkdtemp(prefix=f".{name}.{os.getpid()}.", dir=root))
-    try:
-        yield folder
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-@contextmanager
-def staged(folder: Path, manifest: str) -> Iterator[Path]:
-    """A staging folder beside ``folder`` (``.<name>.<pid>.<random>``) to write it in, renamed into place when the
-    block ends (its ``manifest`` written last), removed when the block fails: a killed writer leaves no folder that
-    looks complete, and the next one removes what it left (``remove_abandoned``). Another process that renamed the
-    same folder into place first wins (its files are the same); the staging copy is dropped."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    remove_abandoned(folder)
-    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.{os.getpid()}.", dir=folder.parent))
-    try:
-        yield staging
-        try:
-            os.rename(staging, folder)
-        except OSError:  # another process renamed the same folder into place first
-            if not (folder / manifest).is_file():
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-
-
-def check_sizes(folder: Path, sizes: dict[str, int], kind: str, again: str) -> None:
-    """Each file of ``folder`` (name -> the size its manifest says) must be that size: a truncated or edited file
-    is refused in one line naming it (a ``kind`` file); ``again`` says what deleting the folder does."""
-    for name, size in sizes.items():
-        path = folder / name
-        actual = path.stat().st_size if path.exists() else None
-        if actual != size:
-            raise DataError(
-                f"{kind} {path} holds {actual if actual is not None else 'no'} bytes, its manifest says {size:,}; "
-                f"delete {folder} to {again}"
-            )
-
-
 def other_formats(root: Path) -> tuple[int, int]:
     """(folders, bytes) under ``root`` that a tinygpt of another prepared format wrote: this one never reads them,
     nor deletes them (another checkout on the machine may still map them), so it says they are there."""
@@ -410,53 +320,3 @@ def other_formats_note(root: Path) -> str | None:
         f"note: {folders} prepared folder(s) under {root} ({size / 2**20:,.0f} MiB) are in another format than "
         f"{FORMAT} and unused by this tinygpt; delete them when no other tinygpt checkout on this machine maps them"
     )
-
-
-def remove_abandoned(folder: Path) -> None:
-    """Remove the staging folders of prepares of ``folder`` whose process is gone (a prepare killed with SIGKILL,
-    or by a crash, cannot remove its own): each is named ``.<fingerprint>.<pid>.<random>``. One of a live process,
-    another job preparing the same folder at this moment, is left alone."""
-    for staging in folder.parent.glob(f".{folder.name}.*.*"):
-        try:
-            pid = int(staging.name.split(".")[2])
-            os.kill(pid, 0)
-        except ProcessLookupError:  # its process is gone
-            shutil.rmtree(staging, ignore_errors=True)
-        except (ValueError, IndexError, PermissionError):  # not a name of ours, or another user's live process
-            continue
-
-
-def scan_documents(named: Sequence[tuple[str, Path]]) -> list[Document]:
-    """Each (name, file) checked as UTF-8 and its characters counted (tinygpt/data/documents.py's scan_document),
-    once: the counts are kept under the prepared root (``scans/``), keyed by the files' identity (path, size,
-    modification time, as a prepared folder is), so that a later start over the same files reads none of them. A
-    folder of gigabytes took seconds a start to scan (docs/benchmarks/data.md); a changed file changes the key and is
-    scanned, and checked, again."""
-    identity = file_identity([path for _, path in named])
-    cached = prepared_root() / SCANS / f"{fingerprint({'scan': [name for name, _ in named], 'files': identity})}.json"
-    try:
-        chars = json.loads(cached.read_text())["chars"]
-        if len(chars) == len(named) and all(isinstance(n, int) for n in chars):
-            return [
-                Document(name, path, n_chars, size)
-                for (name, path), n_chars, (_, size, _) in zip(named, chars, identity, strict=True)
-            ]
-    except (OSError, ValueError, KeyError, TypeError):
-        pass  # not scanned yet, or a damaged record: scan
-    documents = [scan_document(name, path) for name, path in named]
-    try:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(cached, {"chars": [document.chars for document in documents]})
-    except OSError:
-        pass  # a cache that cannot be written: the next start scans again
-    return documents
-
-
-def file_identity(paths: Sequence[Path]) -> list[tuple[str, int, int]]:
-    """(path, size, modification time in ns) of each file: what says a corpus's files are the ones a folder was
-    prepared from, without reading them."""
-    out = []
-    for path in paths:
-        stat = Path(path).stat()
-        out.append((str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns))
-    return out

@@ -39,7 +39,7 @@ from tinygpt.common.files import write_json_atomic
 from tinygpt.common.progress import Progress
 from tinygpt.data.config import DataConfig
 from tinygpt.data.errors import DataError
-from tinygpt.data.prepared import check_sizes, file_identity, fingerprint, prepared_root, staged
+from tinygpt.data.store import check_sizes, file_identity, fingerprint, prepared_root, staged
 
 SPLITS = ("train", "dev", "test")
 STORE_MANIFEST = "records.json"

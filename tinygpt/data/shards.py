@@ -41,8 +41,8 @@ from tinygpt.common.progress import Progress
 from tinygpt.data.config import DataConfig
 from tinygpt.data.encoded import EncodedText, TrainChunk
 from tinygpt.data.errors import DataError
-from tinygpt.data.prepared import check_sizes, file_identity, fingerprint, prepared_root, staged
 from tinygpt.data.records import SPLITS, source_files, split_of
+from tinygpt.data.store import check_sizes, file_identity, fingerprint, prepared_root, staged
 from tinygpt.data.tokenizers import Tokenizer
 
 LLMC_MAGIC, LLMC_VERSION, LLMC_HEADER_INTS = 20240520, 1, 256  # llm.c's token shards (its dev/data/data_common.py)

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from tinygpt.data.encoded import EncodedText, TrainChunk, encode_train_chunks
-from tinygpt.data.prepared import append_values, ids_dtype, scratch
+from tinygpt.data.store import append_values, ids_dtype, scratch
 from tinygpt.data.tokenizers import Tokenizer
 
 BLOCK = 1 << 22  # ids a block as the train split and the dev tail are read back from the scratch file

@@ -4,7 +4,7 @@ asks which kind a corpus is.
 Adding a kind is one file and one line: a ``CorpusKind`` subclass (tinygpt/data/kinds/kind.py says what it offers:
 its documents, its split plan, what run.json and tinygpt-prepare say of it) in a file of its own, and its entry in
 ``KINDS``. A kind that reads its source once into a store of split files (as records and shards do) writes the
-store in its ``documents`` with tinygpt/data/prepared.py's staging and fingerprints, and plans with
+store in its ``documents`` with tinygpt/data/store.py's staging and fingerprints, and plans with
 tinygpt/data/splits.py's ``stored_plan``; a text kind holds out its test split and leaves the rest to
 ``text_plan``. ``data.corpus`` takes the names here (tinygpt/data/config.py checks them against ``CORPUS_KINDS``,
 which must list the same).

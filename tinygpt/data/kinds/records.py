@@ -6,9 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from tinygpt.data.config import DataConfig
-from tinygpt.data.documents import Corpus, Document
+from tinygpt.data.documents import Corpus, Document, scan_documents
 from tinygpt.data.kinds.kind import CorpusKind, stored_rules
-from tinygpt.data.prepared import scan_documents
 from tinygpt.data.records import SPLITS, record_store, store_counts
 from tinygpt.data.root import DataRoot
 from tinygpt.data.splits import SplitPlan, stored_plan

@@ -6,10 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from tinygpt.data.config import DataConfig
-from tinygpt.data.documents import Corpus, Document, whole
+from tinygpt.data.documents import Corpus, Document, scan_documents, whole
 from tinygpt.data.errors import DataError
 from tinygpt.data.kinds.kind import CorpusKind, also_looked, text_rules
-from tinygpt.data.prepared import scan_documents
 from tinygpt.data.root import DataRoot
 from tinygpt.data.splits import SplitPlan, hashed, held_out_documents, text_plan
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from tinygpt.data.config import DataConfig
-from tinygpt.data.documents import Corpus, Document, split_pieces, total_chars, whole
+from tinygpt.data.documents import Corpus, Document, scan_documents, split_pieces, total_chars, whole
 from tinygpt.data.errors import DataError
 from tinygpt.data.kinds.kind import CorpusKind, also_looked, text_rules
-from tinygpt.data.prepared import scan_documents
 from tinygpt.data.root import DataRoot
 from tinygpt.data.splits import SplitPlan, text_plan
 
