@@ -364,7 +364,10 @@ def test_a_callback_added_in_the_config_runs_and_one_dropped_is_gone(tiny_cfg, t
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("~callbacks.last_checkpoint", r"^callbacks: no tinygpt\.train\.last_checkpoint\.LastCheckpoint; a run"),
+        (
+            "~callbacks.last_checkpoint",
+            r"^callbacks: no tinygpt\.train\.callbacks\.last_checkpoint\.LastCheckpoint; a run",
+        ),
         (
             "callbacks.speed._target_=tinygpt.train.callbacks.throughput.ThroughputMonitr",
             r"^callbacks\.speed \(tinygpt\.train\.callbacks\.throughput\.Th",

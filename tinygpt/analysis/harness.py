@@ -166,7 +166,7 @@ def run_tasks(
         limit=limit,
         task_manager=manager,
         log_samples=log_samples,
-        bootstrap_iters=0,
+        bootstrap_iters=1000,  # stderr: closed form for accuracies, a 1,000-sample bootstrap for other metrics
     )
     run_dir = checkpoint.resolve().parent.parent  # <run>/checkpoints/<file>
     output["run_dir"] = str(run_dir)
