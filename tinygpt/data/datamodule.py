@@ -42,10 +42,11 @@ from tinygpt.data.prepared import (
     Encoded,
     PreparedSplits,
     TrainTokens,
+    find_prepared,
     holds_tokenizer,
     mapped_text,
     other_formats_note,
-    prepare,
+    write_prepared,
 )
 from tinygpt.data.root import DataRoot, resolve_data_root
 from tinygpt.data.splits import SplitPlan
@@ -460,7 +461,9 @@ def prepare_corpus(
         # a checkpoint's tokenizer is the one its run fitted and wrote into the config's folder: that folder is these
         # splits encoded with it, so scoring a run maps it instead of encoding the corpus again into a second one
         description = _description(config, corpus, None)
-    splits = prepare(description, lambda: _encode(config, corpus, plan, root, tokenizer), given)
+    splits = find_prepared(description, given)
+    if splits is None:  # the first run over this text: encode it, a chunk at a time as it is written
+        splits = write_prepared(description, _encode(config, corpus, plan, root, tokenizer), given)
     return root, corpus, plan, splits
 
 

@@ -48,7 +48,7 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -160,16 +160,20 @@ class Encoded:
     extra: dict  # what the run reports about the splits (counts of the fit text, unseen characters)
 
 
-def prepare(description: dict, make: Callable[[], Encoded], tokenizer: str | None = None) -> PreparedSplits:
-    """The prepared folder for ``description`` (see ``fingerprint``): read when it exists, else written from
-    ``make()`` (which reads and encodes the corpus) and then read. ``extra`` goes into the manifest, so that a run
-    that maps the folder reports what the run that wrote it reported. tokenizer: the JSON of a tokenizer the caller
-    brings (a checkpoint's): a folder that holds another is refused."""
+def find_prepared(description: dict, tokenizer: str | None = None) -> PreparedSplits | None:
+    """The complete prepared folder for ``description`` (see ``fingerprint``), mapped; None when there is none yet.
+    tokenizer: the JSON of a tokenizer the caller brings (a checkpoint's): a folder that holds another is refused."""
     folder = prepared_root() / fingerprint(description)
-    if (folder / MANIFEST).is_file():
-        return read_prepared(folder, tokenizer)
+    return read_prepared(folder, tokenizer) if (folder / MANIFEST).is_file() else None
+
+
+def write_prepared(description: dict, encoded: Encoded, tokenizer: str | None = None) -> PreparedSplits:
+    """Write the prepared folder for ``description`` from ``encoded`` (whose splits are encoded as they are
+    written, a chunk at a time), then map it. ``extra`` goes into the manifest, so that a run that maps the folder
+    reports what the run that wrote it reported. Another process that wrote the same folder first wins (its files
+    are the same: ``staged``)."""
+    folder = prepared_root() / fingerprint(description)
     with staged(folder, MANIFEST) as staging:
-        encoded = make()
         tokenizer_json = encoded.tokenizer.to_json()
         (staging / TOKENIZER).write_text(tokenizer_json)
         dtype = ids_dtype(encoded.tokenizer.vocab_size)
