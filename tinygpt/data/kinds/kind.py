@@ -12,17 +12,18 @@ from tinygpt.data.splits import SplitPlan
 
 
 class CorpusKind:
-    """One kind of corpus (``data.corpus``). The data path asks it four things and nothing else:
+    """One kind of corpus (``data.corpus``). The data path asks it these things and nothing else:
 
     - ``documents``: the documents it reads, found and scanned (for a kind that writes a store first, records or
       shards, its split files in the store, written once);
     - ``plan``: which text is train, dev and held out (tinygpt/data/splits.py's plans, no text read);
-    - ``describe`` and ``summary``: what run.json records of it and what ``tinygpt-prepare`` prints;
+    - ``split_rules``, ``describe`` and ``summary``: how its splits are made, in words, what run.json records of
+      it and what ``tinygpt-prepare`` prints;
     - ``dev_advice``: what makes its dev split smaller, for a run whose scoring outweighs its training.
 
-    A kind whose store holds token ids already (``stores_ids``) is copied, not encoded (``encode``); the corpus's
-    identity for the prepared folder's fingerprint is its documents' files (tinygpt/data/prepared.py), whatever the
-    kind."""
+    A kind whose store holds token ids already (``stores_ids``) is copied, not encoded (``encode``, ``held_out``).
+    The corpus's identity for the prepared folder's fingerprint is its documents' files (tinygpt/data/datamodule.py's
+    description of them), whatever the kind."""
 
     name = ""
     held = "document(s)"  # what its documents are, for tinygpt-prepare's line
@@ -54,6 +55,11 @@ class CorpusKind:
     def encode(self, config: DataConfig, corpus: Corpus, plan: SplitPlan, root: DataRoot, given):
         """The splits as a prepared folder's contents, for a kind that stores ids (``stores_ids``); a text kind is
         encoded by the data module (tinygpt/data/datamodule.py)."""
+        raise NotImplementedError
+
+    def held_out(self, plan: SplitPlan, tokenizer):
+        """The held-out split's encoded chunks, for a kind that stores ids (``stores_ids``); a text kind's held-out
+        text is encoded by the data module when it is scored."""
         raise NotImplementedError
 
 
